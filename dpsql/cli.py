@@ -1,0 +1,143 @@
+"""The ``dpsql`` command.
+
+    dpsql [DATABASE] [--policy FILE] [-c SQL] [-f FILE] [--format table|csv|json] [--demo]
+
+With ``-c`` or ``-f`` it runs the statements and exits; with neither, it reads statements from
+standard input, or opens the interactive shell when standard input is a terminal. A refused or
+failed statement prints one line ``Error: ...`` on stderr and the exit status is 1; usage
+errors exit 2. Nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import typing as t
+
+from dpsql.errors import Error
+from dpsql.output import FORMATS, render
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> t.NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"Error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def output_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The output options every command shares."""
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--no-report", action="store_true", help="do not print the privacy report")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="dpsql", description="Differentially private SQL for DuckDB.")
+    p.add_argument("database", nargs="?", default=":memory:", help="DuckDB database file (default: in memory)")
+    p.add_argument("--policy", metavar="FILE", help="privacy policy (TOML, YAML or SmartNoise YAML)")
+    p.add_argument("-c", dest="command", metavar="SQL", action="append", help="run SQL and exit (repeatable)")
+    p.add_argument("-f", dest="file", metavar="FILE", help="run the statements in FILE and exit")
+    p.add_argument("--demo", action="store_true", help="use the bundled UCI Adult table and its policy")
+    p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
+    p.add_argument("--version", action="version", version="dpsql 0.1.0")
+    return output_options(p)
+
+
+def split_statements(text: str) -> list[str]:
+    """Split a script on semicolons outside strings, identifiers and comments."""
+    from dpsql.dialect import DPSQL
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = DPSQL().tokenize(text)
+    except TokenError as err:
+        raise Error(f"cannot read the statements: {err}") from None
+    out, start = [], 0
+    for tok in tokens:
+        if tok.token_type == TokenType.SEMICOLON:
+            out.append(text[start:tok.start])
+            start = tok.end + 1
+    out.append(text[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+def print_result(result: t.Any, fmt: str, report: bool, out: t.TextIO = sys.stdout, err: t.TextIO = sys.stderr) -> None:
+    print(render(fmt, result.columns, result.fetchall()), file=out)
+    if not report:
+        return
+    lines = result.report_lines() + list(result.notes)
+    target = out if fmt == "table" else err
+    for line in lines:
+        print(f"-- {line}", file=target)
+
+
+def run_statements(con: t.Any, statements: list[str], fmt: str, report: bool) -> int:
+    status = EXIT_OK
+    for stmt in statements:
+        try:
+            result = con.sql(stmt)
+        except Error as err:
+            print(f"Error: {one_line(err)}", file=sys.stderr)
+            status = EXIT_ERROR
+            continue
+        print_result(result, fmt, report)
+    return status
+
+
+def one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
+
+
+def open_connection(args: argparse.Namespace) -> t.Any:
+    from dpsql.connection import connect
+    from dpsql.demo import connect_demo
+
+    if args.demo:
+        if args.policy or args.database != ":memory:":
+            raise Error("--demo uses its own in-memory database and policy; drop DATABASE and --policy")
+        return connect_demo()
+    if not args.policy:
+        raise Error("a policy is required: dpsql DATABASE --policy FILE (or dpsql --demo)")
+    return connect(args.database, args.policy, init_ledger=args.init_ledger)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command and args.file:
+            raise Error("give either -c or -f, not both")
+        con = open_connection(args)
+        try:
+            if args.command:
+                statements = [s for c in args.command for s in split_statements(c)]
+            elif args.file:
+                try:
+                    with open(args.file, encoding="utf-8") as fh:
+                        statements = split_statements(fh.read())
+                except OSError as err:
+                    raise Error(f"cannot read {args.file}: {err.strerror}") from None
+            elif sys.stdin.isatty():
+                from dpsql.repl import run_repl
+
+                return run_repl(con, fmt=args.format)
+            else:
+                statements = split_statements(sys.stdin.read())
+            return run_statements(con, statements, args.format, not args.no_report)
+        finally:
+            con.close()
+    except Error as err:
+        print(f"Error: {one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("Error: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as err:  # a bug: still one line, never a traceback
+        print(f"Error: internal error ({type(err).__name__}): {one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+
+

@@ -1,0 +1,248 @@
+"""The Python API: ``dpsql.connect()`` and :class:`Connection`.
+
+A query goes parse → bind → plan → rewrite (no data touched, nothing charged), then DuckDB
+computes the exact statistics, the ledger is charged atomically, and only then is noise added
+and the result returned. A query refused before execution charges nothing. If DuckDB fails at
+run time, nothing is charged and the message is withheld (it could quote private values).
+"""
+
+from __future__ import annotations
+
+import os
+import typing as t
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from dpsql import dialect
+from dpsql.bind import Bound, bind
+from dpsql.budget import Cost, format_cost, to_kind
+from dpsql.errors import BindError, Error, ExecutionError, OptionError, PolicyError
+from dpsql.ledger import Entry, Ledger
+from dpsql.noise import NoiseSource, default_noise
+from dpsql.plan import Plan, plan
+from dpsql.policy import Policy, load_policy
+from dpsql.release import release
+from dpsql.result import Result
+from dpsql.rewrite import Rewritten, rewrite
+
+#: Settings applied to every analyst connection before the configuration is locked.
+HARDENING = (
+    ("error_on_division_by_zero", "false"),
+    ("python_enable_replacements", "false"),
+    ("autoinstall_known_extensions", "false"),
+    ("autoload_known_extensions", "false"),
+    ("allow_community_extensions", "false"),
+    ("enable_external_access", "false"),
+    ("lock_configuration", "true"),
+)
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    total: Cost
+    spent: Cost
+    remaining: Cost
+    kind: str
+    history: list[Entry]
+
+    def __str__(self) -> str:
+        return (
+            f"spent {format_cost(self.spent, self.kind)} of {format_cost(self.total, self.kind)}; "
+            f"remaining {format_cost(self.remaining, self.kind)}"
+        )
+
+
+def harden(con: duckdb.DuckDBPyConnection) -> None:
+    """Lock an analyst connection down: no files, network, extensions or Python scans."""
+    names = {r[0] for r in con.execute("SELECT name FROM duckdb_settings()").fetchall()}
+    for name, value in HARDENING:
+        if name in names:
+            con.execute(f"SET {name} = {value}")
+
+
+class Connection:
+    """A DuckDB connection seen through a privacy policy."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        policy: Policy,
+        ledger: Ledger,
+        noise: NoiseSource | None = None,
+    ) -> None:
+        self._con = con
+        self.policy = policy
+        self.ledger = ledger
+        self.noise = noise or default_noise()
+        self._catalog: dict[str, list[str]] = {}
+
+    # -- catalog ------------------------------------------------------------------------------
+
+    def _columns(self, table: str) -> list[str] | None:
+        if table in self._catalog:
+            return self._catalog[table]
+        rows = self._con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND lower(table_name) = ? ORDER BY ordinal_position",
+            [table.lower()],
+        ).fetchall()
+        if not rows:
+            return None
+        cols = [r[0].lower() for r in rows]
+        self._catalog[table] = cols
+        return cols
+
+    def tables(self) -> list[str]:
+        """Tables the policy declares and the database holds."""
+        return [name for name in sorted(self.policy.tables) if self._columns(name) is not None]
+
+    # -- pipeline -----------------------------------------------------------------------------
+
+    def _prepare(self, query: str) -> tuple[Bound, Plan | None, Rewritten | None]:
+        parsed = dialect.parse(query)
+        bound = bind(parsed, self.policy, self._columns)
+        if bound.public:
+            return bound, None, None
+        p = plan(bound, self.policy)
+        return bound, p, rewrite(p)
+
+    def explain(self, query: str) -> str:
+        """The rewritten SQL, mechanisms, splits and noise scales. Reads no data, spends nothing."""
+        bound, p, rw = self._prepare(query)
+        if p is None or rw is None:
+            return "public query (no private table): runs as plain DuckDB, spends nothing\n" + bound.query.sql(
+                dialect="duckdb", pretty=True
+            )
+        lines = ["DP query", *p.explain_lines(), f"post-processing: {p.bound.outer.sql(dialect='duckdb')}",
+                 "rewritten SQL:", _pretty(rw.sql)]
+        return "\n".join(lines)
+
+    def sql(self, query: str) -> Result:
+        """Run one dpsql statement and return its (noisy) result."""
+        bound, p, rw = self._prepare(query)
+        if bound.explain:
+            text = self.explain(query)
+            return Result(table=pa.table({"explain": text.splitlines()}))
+        if p is None or rw is None:
+            return self._public(bound)
+        amount = self._amount(p)
+        self.ledger.budget.check(self.ledger.spent(), amount)  # BudgetError, nothing charged
+        self._bind_check(rw.sql)
+        try:
+            cur = self._con.execute(rw.sql)
+            rows = cur.fetchall()
+            names = [d[0] for d in cur.description]
+        except duckdb.Error:
+            raise ExecutionError(
+                "DuckDB failed while computing the statistics; the details are withheld because "
+                "they could depend on private values (nothing was charged)"
+            ) from None
+        self.ledger.charge(amount, query=query.strip(), detail="; ".join(p.mechanisms))
+        released = release(p, rw, names, rows, self.noise)
+        table = _post_process(p, released.columns, released.rows)
+        notes = []
+        if released.groups_suppressed is not None:
+            notes.append("groups below the noisy threshold are not shown")
+        return Result(table=table, report=released.report, cost=p.cost, notes=notes)
+
+    execute = sql
+
+    def _bind_check(self, sql: str) -> None:
+        """Bind the rewritten SQL without running it: errors here depend on the catalog only."""
+        try:
+            self._con.execute("EXPLAIN " + sql)
+        except duckdb.Error as err:
+            msg = str(err).splitlines()[0]
+            raise BindError(f"DuckDB cannot bind the query: {msg}") from None
+
+    def _amount(self, p: Plan) -> Cost:
+        """The plan's cost in the ledger's accounting kind (ρ → (ε, δ) needs the query's δ)."""
+        if p.cost.rho > 0 and self.ledger.kind != "zcdp" and not p.conversion_delta:
+            raise OptionError(
+                "with rho, also give delta: the (ε, δ) budget is charged ρ + 2·sqrt(ρ·ln(1/δ)) at that δ"
+            )
+        return to_kind(p.cost, self.ledger.kind, p.conversion_delta)
+
+    def _public(self, bound: Bound) -> Result:
+        try:
+            rel = self._con.sql(bound.query.sql(dialect="duckdb"))
+            table = rel.to_arrow_table() if rel is not None else pa.table({})
+        except duckdb.Error as err:
+            raise ExecutionError(str(err).splitlines()[0]) from None
+        return Result(table=table)
+
+    @property
+    def budget(self) -> BudgetStatus:
+        return BudgetStatus(
+            total=self.ledger.budget.total,
+            spent=self.ledger.spent(),
+            remaining=self.ledger.remaining(),
+            kind=self.ledger.budget.kind,
+            history=self.ledger.history(),
+        )
+
+    def close(self) -> None:
+        self.ledger.close()
+        self._con.close()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _post_process(p: Plan, columns: list[str], rows: list[tuple[t.Any, ...]]) -> pa.Table:
+    """Run HAVING / ORDER BY / LIMIT and the select-list expressions on the noisy rows only."""
+    data = {name: [r[i] for r in rows] for i, name in enumerate(columns)}
+    noisy = pa.table(data) if columns else pa.table({})
+    scratch = duckdb.connect(":memory:")
+    try:
+        scratch.register("__noisy", noisy)
+        assert p.bound.outer is not None
+        return scratch.sql(p.bound.outer.sql(dialect="duckdb")).to_arrow_table()
+    finally:
+        scratch.close()
+
+
+def _pretty(sql: str) -> str:
+    import sqlglot
+
+    return sqlglot.transpile(sql, read="duckdb", write="duckdb", pretty=True)[0]
+
+
+def connect(
+    database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:",
+    policy: str | os.PathLike[str] | dict[str, t.Any] | Policy | None = None,
+    *,
+    noise: NoiseSource | None = None,
+    init_ledger: bool = False,
+    read_only: bool = False,
+    setup: t.Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> Connection:
+    """Open a DP connection.
+
+    ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection (which
+    dpsql then hardens and owns). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
+    ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
+    by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
+    in-memory one for the life of the connection.
+    """
+    if policy is None:
+        raise PolicyError("a policy is required: connect(database, policy='policy.toml')")
+    pol = load_policy(policy)
+    if isinstance(database, duckdb.DuckDBPyConnection):
+        con = database
+    else:
+        try:
+            con = duckdb.connect(str(database), read_only=read_only)
+        except duckdb.Error as err:
+            raise Error(f"cannot open database {database}: {str(err).splitlines()[0]}") from None
+    if setup is not None:
+        setup(con)
+    harden(con)
+    ledger = Ledger.open(pol.ledger, pol.budget, create=init_ledger)
+    return Connection(con, pol, ledger, noise=noise)
+

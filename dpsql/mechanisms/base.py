@@ -1,0 +1,195 @@
+"""The interface every mechanism implements, and the registry the planner picks from.
+
+A :class:`Mechanism` turns one bound DP aggregate, a context (neighbouring relation, per-unit
+contribution bound, grouping) and its share of the budget into a :class:`Prepared` release
+plan, without reading data. A ``Prepared`` says
+
+* what to compute in SQL (:meth:`Prepared.stats`: aggregates over the clipped value ``v``, one
+  row per group, all in the single grouped SELECT of the rewrite), and optionally a separate
+  per-group subquery (:meth:`Prepared.subquery`) for data-dependent quantities;
+* how to release (:meth:`Prepared.release`: exact statistics of one group → noisy value + report);
+* what it costs (:attr:`Prepared.cost`) and what EXPLAIN shows (:meth:`Prepared.explain`).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import typing as t
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpsql import noise as _noise
+from dpsql.budget import Cost
+from dpsql.errors import PrivacyError
+
+if t.TYPE_CHECKING:
+    from dpsql.bind import BoundAggregate
+    from dpsql.noise import NoiseSource
+    from dpsql.options import Options
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts about the query that calibrations depend on (all public: query + policy)."""
+
+    neighbouring: str  # "add_remove" | "replace"
+    #: rows one protected group of units can contribute: max_rows_per_unit × group_size
+    max_rows: int
+    grouped: bool
+    filtered: bool
+    options: "Options"
+    #: SQL expression identifying the privacy unit of a source row (for sample-and-aggregate)
+    unit_key: str = "row"
+
+    @property
+    def confidence(self) -> float:
+        return self.options.confidence
+
+
+@dataclass
+class ReportEntry:
+    """What was spent on one released column, and how accurate it is."""
+
+    column: str
+    mechanism: str
+    epsilon: float
+    delta: float = 0.0
+    rho: float = 0.0
+    sensitivity: float | None = None
+    scale: float | None = None
+    distribution: str = ""
+    ci_half_width: float | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, t.Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class NoisyPart:
+    """One noisy measurement: a statistic of sensitivity ``sensitivity`` released with its share.
+
+    ``kind`` is ``"laplace"`` (scale b = Δ/ε, with the grid slack of :mod:`dpsql.noise`) or
+    ``"gaussian"`` (σ from the analytic Gaussian for (ε, δ), or Δ/sqrt(2ρ) for ρ-zCDP).
+    Integer parts (counts) use the discrete distributions on the integers (CKS20).
+    """
+
+    name: str
+    sensitivity: float
+    kind: str
+    cost: Cost
+    integer: bool = False
+    scale: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        d = self.sensitivity
+        if self.kind == "laplace":
+            self.scale = d / self.cost.epsilon if self.integer else _noise.laplace_scale(d, self.cost.epsilon)
+        elif self.kind == "gaussian":
+            if self.cost.rho > 0:
+                self.scale = _noise.gaussian_sigma_zcdp(d, self.cost.rho)
+            else:
+                self.scale = _noise.gaussian_sigma_approx(d, self.cost.epsilon, self.cost.delta)
+        else:  # pragma: no cover - programming error
+            raise ValueError(self.kind)
+
+    def add(self, value: float, noise: "NoiseSource") -> float:
+        if self.kind == "laplace":
+            return noise.laplace_int(int(value), self.scale) if self.integer else noise.laplace(float(value), self.scale)
+        return noise.gaussian_int(int(value), self.scale) if self.integer else noise.gaussian(float(value), self.scale)
+
+    def ci(self, confidence: float) -> float:
+        if self.kind == "laplace":
+            return _noise.laplace_ci(self.scale, confidence)
+        return _noise.gaussian_ci(self.scale, confidence)
+
+    @property
+    def distribution(self) -> str:
+        name = "Laplace" if self.kind == "laplace" else "Gaussian"
+        return ("discrete " + name) if self.integer else name
+
+
+class Prepared(abc.ABC):
+    """A data-independent release plan for one DP aggregate."""
+
+    mechanism: str = ""
+    #: whether the rewrite must compute the clipped value ``v`` of the aggregate's argument
+    clips: bool = True
+
+    def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
+        self.agg = agg
+        self.ctx = ctx
+        self.cost = cost
+
+    @property
+    def label(self) -> str:
+        return self.agg.label
+
+    @abc.abstractmethod
+    def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
+        """Aggregate expressions over the source rows; ``v`` is the clipped argument column."""
+
+    def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+        """An optional per-group SELECT over the CTE ``source`` (columns ``keys`` and ``v``)."""
+        return None
+
+    @abc.abstractmethod
+    def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
+        """The noisy value of one group and its report."""
+
+    @abc.abstractmethod
+    def explain(self) -> dict[str, str]:
+        """Human-readable facts for EXPLAIN: sensitivity, distribution, scale, split."""
+
+
+class Mechanism(abc.ABC):
+    """A way of releasing DP aggregates; one instance per name in :data:`REGISTRY`."""
+
+    name: str = ""
+    statistics: frozenset[str] = frozenset()
+    #: whether the mechanism needs δ > 0 (or ρ) in its share
+    uses_delta: bool = False
+    #: whether it can run under a ρ-zCDP budget
+    supports_rho: bool = False
+
+    def check(self, agg: "BoundAggregate", ctx: Context) -> None:
+        """Refuse (query-only) what this mechanism cannot answer."""
+        if agg.statistic not in self.statistics:
+            supported = ", ".join(sorted(self.statistics))
+            raise PrivacyError(
+                f"mechanism '{self.name}' cannot answer {agg.label} (it supports {supported})"
+            )
+
+    @abc.abstractmethod
+    def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
+        """Build the release plan for ``agg`` with budget ``cost``."""
+
+
+REGISTRY: dict[str, Mechanism] = {}
+
+
+def register(cls: type[Mechanism]) -> type[Mechanism]:
+    """Class decorator: add one instance of ``cls`` to the registry under ``cls.name``."""
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == 0 or (1e-3 <= abs(x) < 1e6):
+        return f"{x:.6g}"
+    return f"{x:.3e}"
+
+
+def clamp(x: float, lo: float, hi: float) -> float:
+    if math.isnan(x):
+        return lo
+    return min(max(x, lo), hi)
+
+
+def num(value: t.Any) -> float:
+    """An exact statistic from DuckDB as a float (NULL → 0, as for an empty group)."""
+    return 0.0 if value is None else float(value)

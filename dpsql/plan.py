@@ -1,0 +1,201 @@
+"""Plan a bound DP query: pick a mechanism per aggregate, split the budget, choose group keys.
+
+Budget split (documented in README "Privacy model" and shown by EXPLAIN)
+    The ε (or ρ) of the WITH clause is the budget of the whole query. It is split evenly into
+    *shares*: one per DP aggregate, plus one for group-key selection when keys are not public.
+    δ is split evenly among the shares that use it (Gaussian, PTR and smooth-sensitivity
+    aggregates, key selection); a query whose mechanisms use no δ is charged δ = 0. Inside a
+    share, a mechanism splits again over its parts (e.g. DP_MEAN: ½ count, ½ centred sum).
+
+Group keys (SPEC §4.5)
+    Keys are data. They are released from a public domain (``keys=`` in the query, or ``keys``
+    of every GROUP BY column in the policy): every key of the domain gets a row, present in the
+    data or not, and data keys outside it are dropped. Without a public domain and with δ > 0,
+    keys are selected by τ-thresholding a noisy count (see :class:`KeySelection`). With δ = 0
+    and no public domain the query is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import typing as t
+from dataclasses import dataclass, field
+
+from dpsql.bind import Bound
+from dpsql.budget import Cost
+from dpsql.errors import OptionError, PrivacyError
+from dpsql.mechanisms import REGISTRY, Context, NoisyPart, Prepared
+from dpsql.mechanisms.base import fmt
+from dpsql.policy import Policy
+
+#: Mechanism used for each statistic when the query names none (or says 'auto').
+DEFAULT_MECHANISM = {
+    "count": "laplace",
+    "sum": "laplace",
+    "mean": "laplace",
+    "var": "laplace",
+    "stddev": "laplace",
+    "median": "exponential",
+    "quantile": "exponential",
+    "min": "exponential",
+    "max": "exponential",
+    "agg": "saa",
+}
+
+
+@dataclass
+class KeySelection:
+    """τ-thresholding of group keys with a noisy count (δ > 0, keys not public).
+
+    Guarantee: (ε_t, δ_t)-DP for the released key set together with the hidden counts, under
+    either neighbouring relation. A unit touches at most m groups; a group that exists in x but
+    not in a neighbour has true count c ≤ m, so with discrete Laplace noise of scale b = m/ε_t
+    and threshold τ = m + b·ln(m/(2δ_t)), each such group is released with probability at most
+    ½·exp(−(τ − m)/b) = δ_t/m, and at most m of them exist (union bound): δ_t in total
+    (Korolova, Kenthapadi, Mishra, Ntoulas 2009; Wilson et al. 2020, §4). Counts are compared
+    with ``>= τ``; the threshold holds for ``>`` as well.
+    """
+
+    part: NoisyPart
+    threshold: float
+    delta: float
+
+    @classmethod
+    def build(cls, m: int, cost: Cost) -> "KeySelection":
+        part = NoisyPart("keys", float(m), "laplace", Cost(epsilon=cost.epsilon), integer=True)
+        tau = m + part.scale * math.log(m / (2 * cost.delta))
+        return cls(part=part, threshold=tau, delta=cost.delta)
+
+    @property
+    def cost(self) -> Cost:
+        return Cost(epsilon=self.part.cost.epsilon, delta=self.delta)
+
+
+@dataclass
+class Plan:
+    bound: Bound
+    ctx: Context
+    prepared: list[Prepared]
+    #: public key tuples (one per group-by expression), or None
+    public_keys: list[tuple[t.Any, ...]] | None = None
+    selection: KeySelection | None = None
+    cost: Cost = field(default_factory=Cost)
+    mechanisms: list[str] = field(default_factory=list)
+    #: δ used to express a ρ-zCDP cost in an (ε, δ) ledger (the query's ``delta``)
+    conversion_delta: float | None = None
+
+    def explain_lines(self) -> list[str]:
+        lines = [f"budget: {self.cost} for the whole query"]
+        if self.bound.group_by:
+            if self.public_keys is not None:
+                lines.append(f"group keys: public domain of {len(self.public_keys)} keys")
+            elif self.selection is not None:
+                s = self.selection
+                lines.append(
+                    f"group keys: τ-thresholding, noisy count {s.part.distribution}(b={fmt(s.part.scale)}), "
+                    f"τ={fmt(s.threshold)}, spends {s.cost}"
+                )
+        for prep, mech in zip(self.prepared, self.mechanisms):
+            facts = "; ".join(f"{k}: {v}" for k, v in prep.explain().items())
+            lines.append(f"{prep.label}: mechanism {mech}, spends {prep.cost}; {facts}")
+        return lines
+
+
+def _context(bound: Bound, policy: Policy) -> Context:
+    assert bound.table is not None
+    unit = bound.table.privacy_unit
+    return Context(
+        neighbouring=policy.neighbouring,
+        max_rows=bound.table.max_rows_per_unit * policy.group_size,
+        grouped=bool(bound.group_by),
+        filtered=bound.where is not None,
+        options=bound.options,
+        unit_key=unit,
+    )
+
+
+def _public_keys(bound: Bound) -> list[tuple[t.Any, ...]] | None:
+    opts = bound.options
+    width = len(bound.group_by)
+    if opts.keys is not None:
+        if not width:
+            raise OptionError("option 'keys' needs a GROUP BY")
+        if any(len(k) != width for k in opts.keys):
+            raise OptionError(f"option 'keys': each key must have {width} part(s), one per GROUP BY expression")
+        return list(opts.keys)
+    assert bound.table is not None
+    domains = []
+    for col in bound.group_columns:
+        keys = bound.table.column(col).keys if col else None
+        if keys is None:
+            return None
+        domains.append(keys)
+    return [tuple(k) for k in itertools.product(*domains)]
+
+
+def plan(bound: Bound, policy: Policy) -> Plan:
+    """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only."""
+    opts = bound.options
+    ctx = _context(bound, policy)
+    if opts.epsilon is None and opts.rho is None:
+        raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
+    names = []
+    for agg in bound.aggregates:
+        name = opts.mechanism if opts.mechanism not in (None, "auto") else DEFAULT_MECHANISM[agg.statistic]
+        if opts.rho is not None and opts.mechanism is None and agg.statistic in ("count", "sum", "mean", "var", "stddev"):
+            name = "gaussian"
+        if name not in REGISTRY:
+            raise PrivacyError(f"mechanism '{name}' is not available for {agg.label}")
+        REGISTRY[name].check(agg, ctx)
+        if opts.rho is not None and not REGISTRY[name].supports_rho:
+            raise OptionError(f"option 'rho' (zCDP) is not supported by mechanism '{name}'")
+        names.append(name)
+
+    public_keys = _public_keys(bound) if bound.group_by else None
+    need_selection = bool(bound.group_by) and public_keys is None
+    # With rho, the query's delta only converts ρ into (ε, δ) for an (ε, δ) ledger.
+    delta = 0.0 if opts.rho is not None else (opts.delta or 0.0)
+    if need_selection:
+        if opts.rho is not None:
+            raise PrivacyError(
+                "with rho (zCDP), GROUP BY needs public keys: declare them in the policy or pass keys=[...]"
+            )
+        if delta <= 0:
+            cols = ", ".join(g.sql(dialect="duckdb") for g in bound.group_by)
+            raise PrivacyError(
+                f"GROUP BY {cols} needs public keys when delta = 0: declare keys in the policy, "
+                "pass keys=[...], or give delta > 0 to select keys by a noisy threshold"
+            )
+
+    shares = len(bound.aggregates) + (1 if need_selection else 0)
+    delta_users = sum(REGISTRY[n].uses_delta for n in names) + (1 if need_selection else 0)
+    eps_share = (opts.epsilon or 0.0) / shares
+    rho_share = (opts.rho or 0.0) / shares
+    delta_share = delta / delta_users if delta_users else 0.0
+
+    prepared = []
+    for agg, name in zip(bound.aggregates, names):
+        mech = REGISTRY[name]
+        share = Cost(epsilon=eps_share, delta=delta_share if mech.uses_delta else 0.0, rho=rho_share)
+        prepared.append(mech.prepare(agg, ctx, share))
+
+    selection = None
+    if need_selection:
+        selection = KeySelection.build(ctx.max_rows, Cost(epsilon=eps_share, delta=delta_share))
+
+    total = Cost()
+    for p in prepared:
+        total = total + p.cost
+    if selection is not None:
+        total = total + selection.cost
+    return Plan(
+        bound=bound,
+        ctx=ctx,
+        prepared=prepared,
+        public_keys=public_keys,
+        selection=selection,
+        cost=total,
+        mechanisms=names,
+        conversion_delta=opts.delta if opts.rho is not None else None,
+    )
