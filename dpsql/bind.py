@@ -77,6 +77,8 @@ class Bound:
     table: TablePolicy | None = None
     #: the FROM clause of the DP SELECT (row-wise chain ending at ``table``)
     from_: exp.Expression | None = None
+    #: the query's own (row-wise) CTEs, which ``from_`` may name
+    ctes: list[exp.CTE] = field(default_factory=list)
     where: exp.Expression | None = None
     group_by: list[exp.Expression] = field(default_factory=list)
     #: for each group expression, the source column it reads directly (for public key domains)
@@ -132,7 +134,7 @@ def bind(parsed: DPQuery, policy: Policy, catalog: Catalog) -> Bound:
             f"set operations (UNION, INTERSECT, EXCEPT) over private table {private[0]} "
             "are not allowed" if private else "DP aggregates must be in a single SELECT"
         )
-    return _bind_select(query, options, explain, policy, catalog)
+    return _bind_select(query, options, explain, policy, catalog, private[0] if private else "")
 
 
 def _check_functions(query: exp.Expression) -> None:
@@ -184,7 +186,8 @@ class _Source:
 
 
 def _bind_select(
-    select: exp.Select, options: Options, explain: bool, policy: Policy, catalog: Catalog
+    select: exp.Select, options: Options, explain: bool, policy: Policy, catalog: Catalog,
+    private: str,
 ) -> Bound:
     ctes = {}
     if select.args.get("with_"):
@@ -194,8 +197,8 @@ def _bind_select(
             _refuse("recursive CTEs are not allowed over private tables")
     for key in ("distinct", "qualify", "windows", "laterals", "joins", "pivots", "connect", "sample"):
         if select.args.get(key):
-            what = {"joins": "joins", "laterals": "LATERAL", "distinct": "SELECT DISTINCT"}.get(key, key.upper())
-            _refuse(f"{what} is not supported in a DP query (reading a private table)")
+            what = {"joins": "JOIN", "laterals": "LATERAL", "distinct": "SELECT DISTINCT"}.get(key, key.upper())
+            _refuse(f"{what} is not supported in a DP query over private table {private}")
     from_ = select.args.get("from_")
     if from_ is None:
         _refuse("a DP query needs a FROM clause")
@@ -231,6 +234,7 @@ def _bind_select(
         explain=explain,
         table=source.table,
         from_=from_.this,
+        ctes=list(select.args["with_"].expressions) if select.args.get("with_") else [],
         where=where.this if where is not None else None,
         group_by=group_exprs,
         group_columns=group_columns,
@@ -265,14 +269,11 @@ def _rowwise_subquery(
     query: exp.Expression, ctes: dict[str, exp.Expression], policy: Policy, catalog: Catalog, depth: int
 ) -> _Source:
     if not isinstance(query, exp.Select):
-        _refuse("only row-wise SELECTs may sit between a private table and its DP aggregates")
-    for key in ("group", "having", "distinct", "limit", "offset", "order", "qualify", "joins",
-                "laterals", "windows", "sample", "pivots"):
-        if query.args.get(key):
-            _refuse(
-                f"a subquery over a private table may only transform rows (no {key.upper()}) "
-                "before the DP aggregates"
-            )
+        tables = sorted({tb.name for tb in query.find_all(exp.Table)})
+        _refuse(
+            f"only row-wise SELECTs may sit between private table {', '.join(tables)} and its "
+            "DP aggregates (no set operations)"
+        )
     if query.args.get("with_"):
         for cte in query.args["with_"].expressions:
             ctes = {**ctes, cte.alias_or_name.lower(): cte.this}
@@ -280,6 +281,14 @@ def _rowwise_subquery(
     if from_ is None:
         _refuse("a subquery in the FROM chain needs a FROM clause")
     inner = _from_item(from_.this, ctes, policy, catalog, depth + 1)
+    for key in ("group", "having", "distinct", "limit", "offset", "order", "qualify", "joins",
+                "laterals", "windows", "sample", "pivots"):
+        if query.args.get(key):
+            what = {"group": "GROUP BY", "order": "ORDER BY", "joins": "JOIN"}.get(key, key.upper())
+            _refuse(
+                f"a subquery over private table {inner.table.name} may only transform rows "
+                f"(no {what}) before the DP aggregates"
+            )
     if query.args.get("where") is not None:
         _check_rowwise(query.args["where"].this, inner, "WHERE")
     columns: dict[str, str | None] = {}

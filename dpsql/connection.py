@@ -39,6 +39,10 @@ HARDENING = (
 )
 
 
+#: DuckDB errors raised while binding (before reading data): their messages are safe to show.
+_BIND_ERRORS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
+
+
 @dataclass(frozen=True)
 class BudgetStatus:
     total: Cost
@@ -77,6 +81,7 @@ class Connection:
         self.ledger = ledger
         self.noise = noise or default_noise()
         self._catalog: dict[str, list[str]] = {}
+        self._scratch: duckdb.DuckDBPyConnection | None = None
 
     # -- catalog ------------------------------------------------------------------------------
 
@@ -129,11 +134,14 @@ class Connection:
             return self._public(bound)
         amount = self._amount(p)
         self.ledger.budget.check(self.ledger.spent(), amount)  # BudgetError, nothing charged
-        self._bind_check(rw.sql)
         try:
             cur = self._con.execute(rw.sql)
             rows = cur.fetchall()
             names = [d[0] for d in cur.description]
+        except _BIND_ERRORS as err:
+            # Raised before any row is read: depends on the catalog and the query only.
+            msg = str(err).splitlines()[0]
+            raise BindError(f"DuckDB cannot bind the query: {msg}") from None
         except duckdb.Error:
             raise ExecutionError(
                 "DuckDB failed while computing the statistics; the details are withheld because "
@@ -141,21 +149,13 @@ class Connection:
             ) from None
         self.ledger.charge(amount, query=query.strip(), detail="; ".join(p.mechanisms))
         released = release(p, rw, names, rows, self.noise)
-        table = _post_process(p, released.columns, released.rows)
+        table = self._post_process(p, released.columns, released.rows)
         notes = []
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
         return Result(table=table, report=released.report, cost=p.cost, notes=notes)
 
     execute = sql
-
-    def _bind_check(self, sql: str) -> None:
-        """Bind the rewritten SQL without running it: errors here depend on the catalog only."""
-        try:
-            self._con.execute("EXPLAIN " + sql)
-        except duckdb.Error as err:
-            msg = str(err).splitlines()[0]
-            raise BindError(f"DuckDB cannot bind the query: {msg}") from None
 
     def _amount(self, p: Plan) -> Cost:
         """The plan's cost in the ledger's accounting kind (ρ → (ε, δ) needs the query's δ)."""
@@ -173,6 +173,24 @@ class Connection:
             raise ExecutionError(str(err).splitlines()[0]) from None
         return Result(table=table)
 
+    def _post_process(self, p: Plan, columns: list[str], rows: list[tuple[t.Any, ...]]) -> pa.Table:
+        """Run HAVING / ORDER BY / LIMIT and select-list expressions on the noisy rows only.
+
+        This runs on a separate in-memory DuckDB that holds nothing but the noisy table.
+        """
+        data = {name: [r[i] for r in rows] for i, name in enumerate(columns)}
+        noisy = pa.table(data)
+        outer = p.bound.outer
+        assert outer is not None
+        if self._scratch is None:
+            self._scratch = duckdb.connect(":memory:")
+            harden(self._scratch)
+        self._scratch.register("__noisy", noisy)
+        try:
+            return self._scratch.sql(outer.sql(dialect="duckdb")).to_arrow_table()
+        finally:
+            self._scratch.unregister("__noisy")
+
     @property
     def budget(self) -> BudgetStatus:
         return BudgetStatus(
@@ -185,6 +203,8 @@ class Connection:
 
     def close(self) -> None:
         self.ledger.close()
+        if self._scratch is not None:
+            self._scratch.close()
         self._con.close()
 
     def __enter__(self) -> "Connection":
@@ -192,19 +212,6 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _post_process(p: Plan, columns: list[str], rows: list[tuple[t.Any, ...]]) -> pa.Table:
-    """Run HAVING / ORDER BY / LIMIT and the select-list expressions on the noisy rows only."""
-    data = {name: [r[i] for r in rows] for i, name in enumerate(columns)}
-    noisy = pa.table(data) if columns else pa.table({})
-    scratch = duckdb.connect(":memory:")
-    try:
-        scratch.register("__noisy", noisy)
-        assert p.bound.outer is not None
-        return scratch.sql(p.bound.outer.sql(dialect="duckdb")).to_arrow_table()
-    finally:
-        scratch.close()
 
 
 def _pretty(sql: str) -> str:

@@ -13,6 +13,7 @@ Grammar (see ``grammar/dpsql.ebnf``)::
 
 from __future__ import annotations
 
+import logging
 import re
 import typing as t
 
@@ -136,7 +137,9 @@ class DPOptions(exp.Expression):
 class DPQuery(exp.Expression):
     """A parsed dpsql statement: ``this`` is the query, ``options`` the clause, ``explain`` a flag."""
 
-    arg_types = {"this": True, "options": False, "explain": False}
+    # ``with_`` only exists transiently: a leading WITH clause parsed around the whole statement
+    # is moved onto the query by :func:`parse`.
+    arg_types = {"this": True, "options": False, "explain": False, "with_": False}
 
     @property
     def query(self) -> exp.Expression:
@@ -298,12 +301,17 @@ def parse(sql: str) -> DPQuery:
         text = text[m.end():].strip()
     if not text:
         raise ParseError("empty statement")
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
     try:
         statements = sqlglot.parse(text, dialect=DPSQL)
     except SqlglotParseError as err:
         raise ParseError(_one_line(err)) from None
     except TokenError as err:
         raise ParseError(f"cannot tokenize the statement: {err}") from None
+    finally:
+        quiet.setLevel(level)
     statements = [s for s in statements if s is not None]
     if len(statements) != 1:
         raise ParseError(f"expected one statement, got {len(statements)}")
@@ -313,6 +321,9 @@ def parse(sql: str) -> DPQuery:
         raise ParseError(f"unsupported statement: {word} is not allowed")
     if not isinstance(stmt, DPQuery):
         stmt = DPQuery(this=stmt)
+    if stmt.args.get("with_") is not None:
+        stmt.this.set("with_", stmt.args["with_"])
+        stmt.set("with_", None)
     if explain:
         stmt.set("explain", True)
     return stmt

@@ -45,14 +45,17 @@ def clip(arg: exp.Expression, lower: float, upper: float) -> exp.Expression:
 
     NULL stays NULL (DuckDB's GREATEST/LEAST would turn it into a bound).
     """
-    x = exp.TryCast(this=arg.copy(), to=exp.DataType.build("DOUBLE"))
-    lo = exp.Literal.number(repr(float(lower)))
-    hi = exp.Literal.number(repr(float(upper)))
-    return (
-        exp.case()
-        .when(exp.LT(this=x.copy(), expression=lo.copy()), lo)
-        .when(exp.GT(this=x.copy(), expression=hi.copy()), hi)
-        .else_(x)
+
+    def x() -> exp.Expression:
+        return exp.TryCast(this=arg.copy(), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+
+    lo, hi = repr(float(lower)), repr(float(upper))
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=x(), expression=exp.Literal.number(lo)), true=exp.Literal.number(lo)),
+            exp.If(this=exp.GT(this=x(), expression=exp.Literal.number(hi)), true=exp.Literal.number(hi)),
+        ],
+        default=x(),
     )
 
 
@@ -97,7 +100,8 @@ def rewrite(plan: Plan) -> Rewritten:
         (prep.agg.index, prep.subquery(SRC, keys, f"__v{prep.agg.index}")) for prep in plan.prepared
     ]
     subqueries = [(i, q) for i, q in subqueries if q is not None]
-    ctes = [(SRC, src), (STATS, grouped)]
+    ctes = [(cte.alias_or_name, cte.this) for cte in bound.ctes]
+    ctes += [(SRC, src), (STATS, grouped)]
     for i, q in subqueries:
         ctes.append((f"__sq{i}", q))
         for col in q.named_selects:

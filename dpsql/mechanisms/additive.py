@@ -106,7 +106,7 @@ class _AdditivePrepared(Prepared):
         if self.stat == "count":
             if self.agg.arg is None:
                 return {"n": exp.Count(this=exp.Star())}
-            return {"n": exp.Count(this=self.agg.arg.copy())}
+            return {"n": exp.Count(this=(v if v is not None else self.agg.arg).copy())}
         assert v is not None
         out: dict[str, exp.Expression] = {}
         if self.stat == "sum":

@@ -84,21 +84,26 @@ class NoisyPart:
     scale: float = field(init=False)
 
     def __post_init__(self) -> None:
-        d = self.sensitivity
+        d, c, integer = self.sensitivity, self.cost, self.integer
         if self.kind == "laplace":
-            self.scale = d / self.cost.epsilon if self.integer else _noise.laplace_scale(d, self.cost.epsilon)
+            self.scale = _noise.laplace_scale(d, c.epsilon, integer=integer)
         elif self.kind == "gaussian":
-            if self.cost.rho > 0:
-                self.scale = _noise.gaussian_sigma_zcdp(d, self.cost.rho)
+            if c.rho > 0:
+                self.scale = _noise.gaussian_sigma_zcdp(d, c.rho, integer=integer)
             else:
-                self.scale = _noise.gaussian_sigma_approx(d, self.cost.epsilon, self.cost.delta)
+                # (ε, δ): the analytic Gaussian on the grid; integers are rounded afterwards.
+                self.scale = _noise.gaussian_sigma_approx(d, c.epsilon, c.delta)
         else:  # pragma: no cover - programming error
             raise ValueError(self.kind)
 
     def add(self, value: float, noise: "NoiseSource") -> float:
         if self.kind == "laplace":
             return noise.laplace_int(int(value), self.scale) if self.integer else noise.laplace(float(value), self.scale)
-        return noise.gaussian_int(int(value), self.scale) if self.integer else noise.gaussian(float(value), self.scale)
+        if self.integer and self.cost.rho > 0:
+            return noise.gaussian_int(int(value), self.scale)
+        if self.integer:
+            return int(round(noise.gaussian(float(value), self.scale)))  # post-processing
+        return noise.gaussian(float(value), self.scale)
 
     def ci(self, confidence: float) -> float:
         if self.kind == "laplace":

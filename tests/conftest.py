@@ -1,0 +1,40 @@
+"""Shared fixtures. Test dependencies are imported here so that a missing one fails the run
+(a collection error), never silently skips tests."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from importlib import resources
+
+import hypothesis  # noqa: F401
+import matplotlib  # noqa: F401
+import pytest
+import scipy  # noqa: F401
+
+import dpsql
+from dpsql.demo import load_adult
+from dpsql.noise import SeededNoise
+
+matplotlib.use("Agg")
+
+
+def demo_policy(**budget: float) -> dict:
+    """The bundled Adult policy as a dict, with the budget replaced by ``budget`` if given."""
+    text = (resources.files("dpsql") / "data" / "adult.toml").read_text(encoding="utf-8")
+    policy = tomllib.loads(text)
+    if budget:
+        policy = copy.deepcopy(policy)
+        policy["budget"] = dict(budget)
+    return policy
+
+
+@pytest.fixture
+def seeded_demo():
+    """A demo connection with a huge budget and reproducible (insecure) noise."""
+
+    def make(seed: int = 0, **budget: float) -> dpsql.Connection:
+        pol = demo_policy(**(budget or {"epsilon": 1e9, "delta": 0.5}))
+        return dpsql.connect(":memory:", pol, setup=load_adult, noise=SeededNoise(seed))
+
+    return make
