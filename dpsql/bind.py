@@ -469,6 +469,9 @@ def _outer(
             o.__class__(**{**o.args, "this": replace(o.this, "ORDER BY")}) for o in select.args["order"].expressions
         ])
         outer.set("order", order)
+    elif group_exprs:
+        # Without ORDER BY, rows come back in key order rather than hash-join order.
+        outer = outer.order_by(*[exp.column(f"k{j}") for j in range(len(group_exprs))])
     for key in ("limit", "offset"):
         if select.args.get(key):
             outer.set(key, select.args[key].copy())

@@ -11,6 +11,7 @@ errors exit 2. Nothing prints a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import typing as t
 
@@ -65,7 +66,14 @@ def split_statements(text: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-def print_result(result: t.Any, fmt: str, report: bool, out: t.TextIO = sys.stdout, err: t.TextIO = sys.stderr) -> None:
+def print_result(
+    result: t.Any, fmt: str, report: bool, out: t.TextIO | None = None, err: t.TextIO | None = None
+) -> None:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if result.columns == ["explain"]:  # EXPLAIN: plain text, whatever the format
+        print("\n".join(row[0] for row in result.fetchall()), file=out)
+        return
     print(render(fmt, result.columns, result.fetchall()), file=out)
     if not report:
         return
@@ -133,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     except Error as err:
         print(f"Error: {one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # e.g. `dpsql ... | head`: the reader left, nothing to report
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
+        return EXIT_OK
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
         return EXIT_ERROR

@@ -1,0 +1,127 @@
+"""The dpsql command: output formats, and every error path prints one line with the right status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpsql.cli import main, split_statements
+
+DEMO_MEAN = "SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_readme_first_command_prints_mean_near_truth() -> None:
+    """The README's demo command, as a separate process through the console script's module."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from dpsql.cli import main; sys.exit(main())", "--demo", "-c", DEMO_MEAN],
+        capture_output=True, text=True, check=True,
+    )
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("│") and "DP_MEAN" not in ln][0]
+    value = float(line.strip("│ "))
+    assert abs(value - 38.58) < 0.2
+    assert "laplace" in out.stdout and out.stderr == ""
+
+
+def test_json_is_a_list_of_row_objects(capsys) -> None:
+    code, out, err = run(capsys, "--demo", "--format", "json", "-c",
+                         "SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex WITH (epsilon = 1)")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["sex"] for r in rows] == ["Female", "Male"] and all(isinstance(r["n"], int) for r in rows)
+    assert "laplace" in err  # the report goes to stderr in machine-readable formats
+
+
+def test_csv_output(capsys) -> None:
+    code, out, _ = run(capsys, "--demo", "--format", "csv", "--no-report", "-c", DEMO_MEAN)
+    header, value = out.strip().splitlines()
+    assert code == 0 and header == "DP_MEAN(age)" and abs(float(value) - 38.58) < 0.2
+
+
+def test_public_table_and_explain(capsys) -> None:
+    code, out, _ = run(capsys, "--demo", "-c", "SELECT education FROM education_levels WHERE education_num = 16")
+    assert code == 0 and "Doctorate" in out
+    code, out, _ = run(capsys, "--demo", "-c", "EXPLAIN " + DEMO_MEAN)
+    assert code == 0 and "rewritten SQL" in out and "┌" not in out
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["--demo", "-c", "SELECT * FROM adult"], "table adult is private"),
+        (["--demo", "-c", "SELEC 1"], "syntax error"),
+        (["--demo", "-c", "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 0)"], "option 'epsilon' must be > 0"),
+        (["--demo", "-c", "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 11)"], "Requested: ε=11.000"),
+        (["--demo", "-c", "SELECT DP_SUM(nope) FROM adult WITH (epsilon = 1)"], "column nope does not exist"),
+        (["x.duckdb"], "a policy is required"),
+        (["--policy", "missing.toml", "-c", "SELECT 1"], "policy file missing.toml does not exist"),
+        (["--demo", "-f", "no-such-file.sql"], "cannot read no-such-file.sql"),
+        (["--demo", "--policy", "p.toml"], "--demo uses its own"),
+        (["--demo", "-c", "SELECT 1", "-f", "x.sql"], "either -c or -f"),
+    ],
+)
+def test_error_paths_print_one_line_and_exit_1(capsys, argv: list[str], fragment: str) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and fragment in lines[0]
+    assert "Traceback" not in out + err
+
+
+def test_bad_policy_file(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[budget\nepsilon = ")
+    code, _, err = run(capsys, "--policy", str(bad), "-c", "SELECT 1")
+    assert code == 1 and err.startswith("Error: policy file") and len(err.strip().splitlines()) == 1
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text("[budget]\nepsilon = -1\n")
+    code, _, err = run(capsys, "--policy", str(wrong), "-c", "SELECT 1")
+    assert code == 1 and "budget.epsilon must be > 0" in err
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["--format", "xml", "--demo"], ["a", "b"]])
+def test_usage_errors_exit_2(capsys, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    _, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1].startswith("Error: ")
+    assert "Traceback" not in err
+
+
+def test_a_failed_statement_does_not_stop_the_script(tmp_path, capsys) -> None:
+    script = tmp_path / "q.sql"
+    script.write_text("SELECT * FROM adult;\n" + DEMO_MEAN + ";\n")
+    code, out, err = run(capsys, "--demo", "-f", str(script))
+    assert code == 1 and "DP_MEAN(age)" in out and err.count("Error:") == 1
+
+
+def test_split_statements_respects_strings_and_comments() -> None:
+    text = "SELECT ';' AS a; -- x; y\nSELECT 2 /* ; */;  "
+    assert split_statements(text) == ["SELECT ';' AS a", "-- x; y\nSELECT 2 /* ; */"]
+
+
+def test_file_database_with_policy_and_ledger(tmp_path, capsys) -> None:
+    import duckdb
+
+    db = tmp_path / "t.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE t AS SELECT range AS x FROM range(100)")
+    con.close()
+    pol = tmp_path / "p.toml"
+    pol.write_text('[budget]\nepsilon = 1.0\nledger = "t.ledger"\n[tables.t]\n[tables.t.columns]\nx = { lower = 0, upper = 100 }\n')
+    q = "SELECT DP_SUM(x) FROM t WITH (epsilon = 0.6)"
+    code, _, err = run(capsys, str(db), "--policy", str(pol), "-c", q)
+    assert code == 1 and "does not exist" in err  # the ledger must be created explicitly
+    code, out, _ = run(capsys, str(db), "--policy", str(pol), "--init-ledger", "-c", q)
+    assert code == 0 and "DP_SUM(x)" in out
+    code, _, err = run(capsys, str(db), "--policy", str(pol), "-c", q)
+    assert code == 1 and "Remaining: ε=0.400" in err
