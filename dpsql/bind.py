@@ -43,8 +43,8 @@ _STATEMENT_NAMES = {
     exp.Describe: "DESCRIBE",
 }
 
-Catalog = t.Callable[[str], "list[str] | None"]
-"""``catalog(table) -> column names`` (lower-case), or ``None`` when the table does not exist."""
+Catalog = t.Callable[[str], "dict[str, str] | None"]
+"""``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
 
 
 @dataclass
@@ -60,10 +60,16 @@ class BoundAggregate:
     quantile: float | None = None
     #: the source column the argument reads directly, if any (for policy bounds)
     column: str | None = None
+    #: DuckDB type of that column (lets the rewrite clip without casting)
+    column_type: str | None = None
 
     @property
     def label(self) -> str:
-        return _label(self.node)
+        if self._label is None:
+            self._label = _label(self.node)
+        return self._label
+
+    _label: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -87,6 +93,9 @@ class Bound:
     #: post-processing SELECT over the noisy table ``__noisy(k0.., a0..)``
     outer: exp.Select | None = None
     output_names: list[str] = field(default_factory=list)
+    #: when the post-processing only renames columns (and orders by the keys), the source
+    #: column of each output name, so that it can be done without running ``outer``
+    outer_columns: list[str] | None = None
 
 
 def _label(node: exp.Expression) -> str:
@@ -222,12 +231,20 @@ def _bind_select(
         index_of[id(node)] = by_label[label]
 
     group_exprs = _group_exprs(select)
+    types = catalog(source.table.name) or {}
+    for agg in aggregates:
+        if agg.column is not None:
+            agg.column_type = types.get(agg.column)
     group_columns: list[str | None] = []
     for g in group_exprs:
         _check_rowwise(g, source, "GROUP BY")
         group_columns.append(source.columns.get(g.name.lower()) if isinstance(g, exp.Column) else None)
 
     outer, names = _outer(select, index_of, group_exprs, source)
+    trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
+        isinstance(p.this, exp.Column) for p in outer.expressions
+    )
+    outer_columns = [p.this.name for p in outer.expressions] if trivial else None
     return Bound(
         query=select,
         options=options,
@@ -241,6 +258,7 @@ def _bind_select(
         aggregates=aggregates,
         outer=outer,
         output_names=names,
+        outer_columns=outer_columns,
     )
 
 

@@ -80,22 +80,23 @@ class Connection:
         self.policy = policy
         self.ledger = ledger
         self.noise = noise or default_noise()
-        self._catalog: dict[str, list[str]] = {}
+        self._catalog: dict[str, dict[str, str]] = {}
         self._scratch: duckdb.DuckDBPyConnection | None = None
 
     # -- catalog ------------------------------------------------------------------------------
 
-    def _columns(self, table: str) -> list[str] | None:
+    def _columns(self, table: str) -> dict[str, str] | None:
+        """Column name (lower-case) → DuckDB type of a table in schema main, or None."""
         if table in self._catalog:
             return self._catalog[table]
         rows = self._con.execute(
-            "SELECT column_name FROM information_schema.columns "
+            "SELECT column_name, data_type FROM information_schema.columns "
             "WHERE table_schema = 'main' AND lower(table_name) = ? ORDER BY ordinal_position",
             [table.lower()],
         ).fetchall()
         if not rows:
             return None
-        cols = [r[0].lower() for r in rows]
+        cols = {name.lower(): dtype.upper() for name, dtype in rows}
         self._catalog[table] = cols
         return cols
 
@@ -178,10 +179,18 @@ class Connection:
 
         This runs on a separate in-memory DuckDB that holds nothing but the noisy table.
         """
-        data = {name: [r[i] for r in rows] for i, name in enumerate(columns)}
-        noisy = pa.table(data)
         outer = p.bound.outer
         assert outer is not None
+        if p.bound.outer_columns is not None:
+            # Only renaming (and key order): no need for a DuckDB round trip.
+            nkeys = len(p.bound.group_by)
+            rows = sorted(rows, key=lambda r: tuple((v is None, v) for v in r[:nkeys]))
+            index = {name: i for i, name in enumerate(columns)}
+            picked = [index[c] for c in p.bound.outer_columns]
+            arrays = [pa.array([r[i] for r in rows]) for i in picked]
+            return pa.Table.from_arrays(arrays, names=p.bound.output_names)
+        data = {name: [r[i] for r in rows] for i, name in enumerate(columns)}
+        noisy = pa.table(data)
         if self._scratch is None:
             self._scratch = duckdb.connect(":memory:")
             harden(self._scratch)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from fractions import Fraction
 import os
 import sqlite3
 import tempfile
@@ -121,16 +122,37 @@ def _create_file(path: str, budget: Budget) -> None:
                 os.unlink(leftover)
 
 
+class _Totals:
+    """Exact running sums of the entries read so far (entries are append-only, ids increase).
+
+    Each check reads only the entries added since the last one, so a long ledger costs no more
+    to charge than a short one. Sums are kept as exact fractions of the stored floats.
+    """
+
+    def __init__(self) -> None:
+        self.last_id = 0
+        self.sums = [Fraction(0), Fraction(0), Fraction(0)]
+
+    def read(self, conn: sqlite3.Connection, name: str) -> Cost:
+        rows = conn.execute(
+            "SELECT id, epsilon, delta, rho FROM ledger_entries WHERE id > ? ORDER BY id",
+            (self.last_id,),
+        ).fetchall()
+        for row_id, *values in rows:
+            if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
+                raise LedgerError(f"budget ledger {name} is corrupted: entry {row_id} costs {values!r}")
+            for i, v in enumerate(values):
+                self.sums[i] += Fraction(v)
+            self.last_id = row_id
+        try:
+            return Cost(*(float(x) for x in self.sums))
+        except BudgetError as e:
+            raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
+
+
 def _spent(conn: sqlite3.Connection, name: str) -> Cost:
-    """Sums of every entry's ε, δ, ρ, exactly rounded (fsum); refuses impossible entries."""
-    rows = conn.execute("SELECT id, epsilon, delta, rho FROM ledger_entries").fetchall()
-    for row_id, *values in rows:
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
-            raise LedgerError(f"budget ledger {name} is corrupted: entry {row_id} costs {values!r}")
-    try:
-        return Cost(*(math.fsum(r[i] for r in rows) for i in (1, 2, 3)))
-    except BudgetError as e:
-        raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
+    """Sums of every entry's ε, δ, ρ (exact); refuses impossible entries."""
+    return _Totals().read(conn, name)
 
 
 def _check_file(path: str) -> None:
@@ -188,6 +210,7 @@ class Ledger:
         self.kind = budget.kind  # "approx" or "zcdp"
         self.original_total = original_total  # as recorded in the header at creation
         self.created = created  # ISO 8601 UTC creation time from the header
+        self._totals = _Totals()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None, budget: Budget, *,
@@ -252,7 +275,7 @@ class Ledger:
         with self._db("could not be charged") as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                self.budget.check(_spent(conn, self._name), amount)  # BudgetError: roll back
+                self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
                 cur = conn.execute(
                     "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
@@ -269,7 +292,7 @@ class Ledger:
     def spent(self) -> Cost:
         """The sum of every recorded charge (in the ledger's kind)."""
         with self._db("cannot be read") as conn:
-            return _spent(conn, self._name)
+            return self._totals.read(conn, self._name)
 
     def remaining(self) -> Cost:
         """What is left of the total: ε and δ, or ρ (never negative)."""

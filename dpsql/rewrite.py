@@ -5,17 +5,17 @@ Shape (one scan of the private table; clipping in SQL)::
     WITH __src AS (                                  -- row-wise: FROM chain + WHERE
       SELECT *, <group expr> AS __k0, ...,
              CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END AS __v0, ...
-                                                     -- x = TRY_CAST(<arg> AS DOUBLE)
       FROM <from> WHERE <where>
     ), __stats AS (                                  -- one row per group
-      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0 - c) AS a0_s1, ...
+      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0) AS a0_s, ...
       FROM __src GROUP BY __k0, ...
     )
     SELECT ... FROM (VALUES <public keys>) AS __keys(__k0, ...)   -- public key domain only
       LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
 
-Arguments are cast with TRY_CAST so that no value can make the query fail (a failure would
-reveal that such a value exists); a value that does not cast is NULL and is skipped like NULL.
+``x`` is the argument (numeric columns) or TRY_CAST(argument AS DOUBLE), so that no value can
+make the query fail (a failure would reveal that such a value exists); a value that does not
+cast is NULL and is skipped like NULL.
 NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip to the bounds.
 """
 
@@ -40,16 +40,36 @@ class Rewritten:
     key_selection_column: str | None = None
 
 
-def clip(arg: exp.Expression, lower: float, upper: float) -> exp.Expression:
-    """``CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END`` with ``x = TRY_CAST(arg AS DOUBLE)``.
+_INTEGER_TYPES = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+}
+_FLOAT_TYPES = {"FLOAT", "DOUBLE", "REAL"}
 
-    NULL stays NULL (DuckDB's GREATEST/LEAST would turn it into a bound).
+
+def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = None) -> exp.Expression:
+    """``CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END``.
+
+    ``x`` is the argument itself when its type is known to be numeric (integers keep integer
+    arithmetic when the bounds are whole numbers), ``CAST(arg AS DOUBLE)`` for decimals, and
+    ``TRY_CAST(arg AS DOUBLE)`` otherwise, so that no value can make the query fail. NULL stays
+    NULL (DuckDB's GREATEST/LEAST would turn it into a bound).
     """
+    dtype = (dtype or "").upper()
+    double = exp.DataType(this=exp.DataType.Type.DOUBLE)
+    integral = float(lower).is_integer() and float(upper).is_integer()
 
     def x() -> exp.Expression:
-        return exp.TryCast(this=arg.copy(), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+        if dtype in _INTEGER_TYPES or dtype in _FLOAT_TYPES:
+            return arg.copy()
+        if dtype.startswith("DECIMAL"):
+            return exp.Cast(this=arg.copy(), to=double.copy())
+        return exp.TryCast(this=arg.copy(), to=double.copy())
 
-    lo, hi = repr(float(lower)), repr(float(upper))
+    if dtype in _INTEGER_TYPES and integral:
+        lo, hi = str(int(lower)), str(int(upper))
+    else:
+        lo, hi = repr(float(lower)), repr(float(upper))
     return exp.Case(
         ifs=[
             exp.If(this=exp.LT(this=x(), expression=exp.Literal.number(lo)), true=exp.Literal.number(lo)),
@@ -59,91 +79,78 @@ def clip(arg: exp.Expression, lower: float, upper: float) -> exp.Expression:
     )
 
 
+def _sql(node: exp.Expression) -> str:
+    return node.sql(dialect="duckdb")
+
+
 def rewrite(plan: Plan) -> Rewritten:
-    """Build the single DuckDB statement for ``plan``."""
+    """Build the single DuckDB statement for ``plan``.
+
+    Pieces are generated once each and joined as text: the shapes are fixed, and building one
+    big tree with sqlglot's builders (which copy and re-parse) cost most of the planning time.
+    """
     bound = plan.bound
     keys = [f"__k{j}" for j in range(len(bound.group_by))]
-    projections: list[exp.Expression] = [exp.Star()]
-    for key, g in zip(keys, bound.group_by):
-        projections.append(exp.alias_(g.copy(), key))
+    projections = ["*"] + [f"{_sql(g)} AS {k}" for k, g in zip(keys, bound.group_by)]
     for prep in plan.prepared:
         agg = prep.agg
-        if agg.arg is None or not prep.clips:
-            if agg.arg is not None:
-                projections.append(exp.alias_(agg.arg.copy(), f"__v{agg.index}"))
+        if agg.arg is None:
             continue
-        projections.append(exp.alias_(clip(agg.arg, agg.lower, agg.upper), f"__v{agg.index}"))
-    src = exp.select(*projections).from_(bound.from_.copy())
+        value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
+        projections.append(f"{_sql(value)} AS __v{agg.index}")
+    src = f"SELECT {', '.join(projections)} FROM {_sql(bound.from_)}"
     if bound.where is not None:
-        src = src.where(bound.where.copy())
+        src += f" WHERE {_sql(bound.where)}"
 
     out = Rewritten(sql="", keys=keys)
-    stats: list[exp.Expression] = [exp.column(k) for k in keys]
+    stats = list(keys)
     for prep in plan.prepared:
         i = prep.agg.index
         v = exp.column(f"__v{i}") if prep.agg.arg is not None else None
         for name, expr in prep.stats(v).items():
             col = f"a{i}_{name}"
             out.columns[(i, name)] = col
-            stats.append(exp.alias_(expr, col))
+            stats.append(f"{_sql(expr)} AS {col}")
     if plan.selection is not None:
         out.key_selection_column = "__keys_n"
-        stats.append(exp.alias_(exp.Count(this=exp.Star()), "__keys_n"))
+        stats.append("COUNT(*) AS __keys_n")
     if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
-        stats.append(exp.alias_(exp.Count(this=exp.Star()), "__rows"))
-    grouped = exp.select(*stats).from_(SRC)
+        stats.append("COUNT(*) AS __rows")
+    grouped = f"SELECT {', '.join(stats)} FROM {SRC}"
     if keys:
-        grouped = grouped.group_by(*[exp.column(k) for k in keys])
+        grouped += f" GROUP BY {', '.join(keys)}"
 
-    final: exp.Select
-    subqueries = [
-        (prep.agg.index, prep.subquery(SRC, keys, f"__v{prep.agg.index}")) for prep in plan.prepared
-    ]
-    subqueries = [(i, q) for i, q in subqueries if q is not None]
-    ctes = [(cte.alias_or_name, cte.this) for cte in bound.ctes]
-    ctes += [(SRC, src), (STATS, grouped)]
-    for i, q in subqueries:
-        ctes.append((f"__sq{i}", q))
-        for col in q.named_selects:
-            if col not in keys:
+    ctes = [f"{_sql(cte.args['alias'])} AS ({_sql(cte.this)})" for cte in bound.ctes]
+    ctes += [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
+    subqueries = []
+    for prep in plan.prepared:
+        q = prep.subquery(SRC, keys, f"__v{prep.agg.index}")
+        if q is not None:
+            i = prep.agg.index
+            subqueries.append((f"__sq{i}", [c for c in q.named_selects if c not in keys]))
+            ctes.append(f"__sq{i} AS ({_sql(q)})")
+            for col in subqueries[-1][1]:
                 out.columns[(i, col)] = col
+
     if plan.public_keys is not None:
-        values = exp.values(
-            [exp.tuple_(*[_lit(v) for v in key]) for key in plan.public_keys],
-            alias="__keys",
-            columns=keys,
-        )
-        final = exp.select(
-            *[exp.column(k, table="__keys") for k in keys],
-            f"{STATS}.* EXCLUDE ({', '.join(keys)})",
-            dialect="duckdb",
-        ).from_(values)
-        final = final.join(STATS, on=_key_match("__keys", STATS, keys), join_type="left")
+        rows = ", ".join(f"({', '.join(_sql(_lit(v)) for v in key)})" for key in plan.public_keys)
+        select = [f"__keys.{k}" for k in keys] + [f"{STATS}.* EXCLUDE ({', '.join(keys)})"]
+        from_ = f"(VALUES {rows}) AS __keys({', '.join(keys)}) LEFT JOIN {STATS} ON {_key_match('__keys', STATS, keys)}"
         base = "__keys"
     else:
-        final = exp.select(exp.Star()).from_(STATS)
-        base = STATS
-    for i, q in subqueries:
-        alias = f"__sq{i}"
-        extra = [exp.column(c, table=alias) for c in q.named_selects if c not in keys]
-        final = final.select(*extra)
+        select, from_, base = ["*"], STATS, STATS
+    for alias, cols in subqueries:
+        select += [f"{alias}.{c}" for c in cols]
         if keys:
-            final = final.join(alias, on=_key_match(base, alias, keys), join_type="left")
+            from_ += f" LEFT JOIN {alias} ON {_key_match(base, alias, keys)}"
         else:
-            final = final.join(alias, join_type="cross")
-    for name, q in ctes:
-        final = final.with_(name, as_=q)
-    out.sql = final.sql(dialect="duckdb")
+            from_ += f" CROSS JOIN {alias}"
+    out.sql = f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}"
     return out
 
 
-def _key_match(left: str, right: str, keys: list[str]) -> exp.Expression:
-    cond: exp.Expression | None = None
-    for k in keys:
-        part = exp.NullSafeEQ(this=exp.column(k, table=left), expression=exp.column(k, table=right))
-        cond = part if cond is None else exp.And(this=cond, expression=part)
-    assert cond is not None
-    return cond
+def _key_match(left: str, right: str, keys: list[str]) -> str:
+    return " AND ".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in keys)
 
 
 def _lit(value: object) -> exp.Expression:

@@ -103,21 +103,29 @@ class _AdditivePrepared(Prepared):
             self.cost = Cost()
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
+        """Raw moments only: centring happens in :meth:`centred` (exact for integer columns,
+        and no DECIMAL arithmetic in DuckDB)."""
         if self.stat == "count":
-            if self.agg.arg is None:
-                return {"n": exp.Count(this=exp.Star())}
-            return {"n": exp.Count(this=(v if v is not None else self.agg.arg).copy())}
+            return {"n": exp.Count(this=exp.Star() if v is None else v.copy())}
         assert v is not None
-        out: dict[str, exp.Expression] = {}
         if self.stat == "sum":
-            out["s"] = exp.Sum(this=v.copy())
-            return out
-        c = exp.Literal.number(repr(self.center))
-        centred = exp.Sub(this=v.copy(), expression=c)
-        out["n"] = exp.Count(this=v.copy())
-        out["s1"] = exp.Sum(this=centred.copy())
+            return {"s": exp.Sum(this=v.copy())}
+        out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy()), "s": exp.Sum(this=v.copy())}
         if self.stat == "var":
-            out["s2"] = exp.Sum(this=exp.Mul(this=exp.Paren(this=centred.copy()), expression=exp.Paren(this=centred.copy())))
+            as_double = exp.Cast(this=v.copy(), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+            out["q"] = exp.Sum(this=exp.Mul(this=as_double, expression=v.copy()))
+        return out
+
+    def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
+        """The exact values of the released parts: n, Σ(v − c) and Σ(v − c)² from raw moments."""
+        if self.stat in ("count", "sum"):
+            return {name: num(stats.get(name)) for name in self.parts}
+        n, s, c = num(stats.get("n")), stats.get("s"), self.center
+        s = 0 if s is None else s
+        out = {"n": n, "s1": float(s - c * n) if isinstance(s, int) and c.is_integer() else num(s) - c * n}
+        if self.stat == "var":
+            q = num(stats.get("q"))
+            out["s2"] = max(q - 2 * c * num(s) + c * c * n, 0.0)
         return out
 
     # -- release ------------------------------------------------------------------------------
@@ -126,7 +134,8 @@ class _AdditivePrepared(Prepared):
         conf = self.ctx.confidence
         if self.public_count:
             return int(num(stats["n"])), self._report(None, None, 0.0, "public under replace: n is known")
-        noisy = {name: part.add(num(stats.get(name)), noise) for name, part in self.parts.items()}
+        exact = self.centred(stats)
+        noisy = {name: part.add(exact[name], noise) for name, part in self.parts.items()}
         if self.stat == "count":
             part = self.parts["n"]
             return max(int(noisy["n"]), 0), self._report(part.sensitivity, part.scale, part.ci(conf))
