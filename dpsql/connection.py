@@ -125,6 +125,20 @@ class Connection:
                  "rewritten SQL:", _pretty(rw.sql)]
         return "\n".join(lines)
 
+    def rewritten_sql(self, query: str, dialect: str = "duckdb") -> str:
+        """The statement that computes the query's exact statistics, in another SQL dialect.
+
+        For data that outgrows one machine: the same statistics query, transpiled by sqlglot
+        (e.g. ``dialect="spark"``), can run on a cluster; its rows then go through the same
+        release step. Reads no data and spends nothing.
+        """
+        import sqlglot
+
+        _, p, rw = self._prepare(query)
+        if rw is None:
+            raise Error("a query on public tables has no DP rewrite")
+        return sqlglot.transpile(rw.sql, read="duckdb", write=dialect)[0]
+
     def sql(self, query: str) -> Result:
         """Run one dpsql statement and return its (noisy) result."""
         bound, p, rw = self._prepare(query)
