@@ -112,6 +112,7 @@ def _context(bound: Bound, policy: Policy) -> Context:
         filtered=bound.where is not None,
         options=bound.options,
         unit_key=unit,
+        group_size=policy.group_size,
     )
 
 

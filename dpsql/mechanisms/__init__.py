@@ -1,6 +1,8 @@
 """DP mechanisms, one module each, all registered in :data:`REGISTRY` by name."""
 
 from dpsql.mechanisms import additive  # noqa: F401  (registers laplace, gaussian)
+from dpsql.mechanisms import exponential  # noqa: F401  (registers exponential)
+from dpsql.mechanisms import saa  # noqa: F401  (registers saa)
 from dpsql.mechanisms.base import REGISTRY, Context, Mechanism, NoisyPart, Prepared, ReportEntry, register
 
 __all__ = ["REGISTRY", "Context", "Mechanism", "NoisyPart", "Prepared", "ReportEntry", "register"]

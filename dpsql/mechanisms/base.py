@@ -42,6 +42,8 @@ class Context:
     options: "Options"
     #: SQL expression identifying the privacy unit of a source row (for sample-and-aggregate)
     unit_key: str = "row"
+    #: units protected together (the policy's group privacy k); max_rows includes this factor
+    group_size: int = 1
 
     @property
     def confidence(self) -> float:

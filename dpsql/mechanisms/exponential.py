@@ -1,0 +1,371 @@
+"""Quantiles (DP_MEDIAN, DP_QUANTILE, DP_MIN, DP_MAX) by the exponential mechanism.
+
+Guarantee
+    Pure ε-DP (McSherry & Talwar 2007; Dwork & Roth 2014, Thm. 3.10), no δ. The candidates
+    are the points of the public grid 2^k in [L, U), k = ``grid_exponent(U − L)``: a finite
+    exponential mechanism, and :meth:`NoiseSource.uniform` on that grid never reveals an
+    interval's exact width.
+
+Mechanism (Smith 2011; SPEC §4.4)
+    Data clipped to [L, U], n non-NULL values. For a candidate y let c(y) = #{x_j ≤ y}; y is
+    output with probability ∝ exp(ε'·u(y)), u(y) = −min(|c(y) − p·n|, D + B). All y between two
+    consecutive distinct values share c(y), so the draw picks an interval of the sorted data
+    padded with L and U (weight G_i·exp(ε'·u_i), G_i = grid points in it), then a uniform grid
+    point inside it.
+
+Sensitivity Δu of the utility (brute-forced in ``tests/test_exponential.py``)
+    ``add_remove``: adding a row moves c(y) by 0 or 1 and p·n by p, so c(y) − p·n moves by −p
+    or 1 − p: Δu = max(p, 1 − p) (½ for the median). ``replace``: n is fixed, c(y) moves by at
+    most 1: Δu = 1; with GROUP BY a changed row can leave one group and join another, and the
+    per-group draws must add up: Δu = 2·max(p, 1 − p). A unit of m rows (m = ``ctx.max_rows``)
+    multiplies Δu by m. ε' = ε/(2Δu) (McSherry & Talwar 2007): for 0 < p < 1 the utility is not
+    monotone (c(y) − p·n rises for some y and falls for others), so the normaliser can also move
+    by e^{ε/2}; for the median under ``add_remove`` this gives weights exp(−ε|i − n/2|), not the
+    exp(−ε|i − n/2|/2) of the Δu = 1 form. For p = 0 or 1 (DP_MIN, DP_MAX) every utility moves
+    in the same direction between two neighbours, so ε' = ε/Δu: the weight ratio and the
+    normaliser ratio of the two datasets then lie on opposite sides of 1, each within e^{ε'Δu}.
+
+The clip at D + B
+    D = min over y of |c(y) − p·n| is the best achievable rank distance; B = ⌈64/ε'⌉ is public.
+    D has sensitivity Δu (a minimum of functions of sensitivity Δu), so u does too, and privacy
+    is exact. No weight above e^{−64} times the best one changes. It makes the draw local: every
+    y with |c(y) − p·n| ≥ D + B weighs the same, so the two tails are uniform on [L, x_(R+1))
+    and [x_(R'), U) with R = ⌊p·n − D − B⌋, R' = ⌈p·n + D + B⌉, and only the order statistics
+    of ranks R+1..R' are needed. The tails' total weight is part of the draw: the output has
+    exactly the mechanism's distribution.
+
+SQL (per group, two passes over the source)
+    A histogram of 4096 equal-width buckets over [L, U] (count, min, max; cumulative counts by
+    a window function), an upper bound on D from it, and the buckets holding a rank of the
+    window; then an exact histogram (GROUP BY value) of the rows of those buckets that hold
+    more than one distinct value, found through a value-range filter. A column with few
+    distinct values (ages) needs nothing from the second pass. Only the window's distinct
+    values, with counts and cumulative ranks, come back: a few hundred numbers per group.
+"""
+
+from __future__ import annotations
+
+import math
+import typing as t
+from fractions import Fraction
+
+from sqlglot import exp
+
+from dpsql import noise as _noise
+from dpsql.budget import Cost
+from dpsql.errors import OptionError, PrivacyError
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, register
+
+if t.TYPE_CHECKING:
+    from dpsql.bind import BoundAggregate
+    from dpsql.noise import NoiseSource
+
+#: ε'·B: a candidate farther than D + B ranks from p·n weighs e^{-TAIL} of the best one.
+TAIL = 64.0
+#: Buckets of the first (coarse) histogram pass.
+BUCKETS = 1 << 12
+#: Extra ranks fetched on each side of the window, absorbing floating-point rounding in SQL.
+SLACK = 2
+
+Point = tuple[float, int, int]
+"""A distinct value v, its multiplicity c and its cumulative rank r = #{x_j ≤ v}."""
+
+
+def utility_sensitivity(p: float, ctx: Context) -> float:
+    """Δu of u(y) = −|c(y) − p·n| for the context's relation, summed over groups (× m)."""
+    wide = max(p, 1.0 - p)
+    if ctx.neighbouring == "replace":
+        return ctx.max_rows * (2.0 * wide if ctx.grouped else 1.0)
+    return ctx.max_rows * wide
+
+
+def exponent(p: float, sensitivity: float, epsilon: float) -> float:
+    """ε': ε/Δu for the monotone utilities (p = 0 or 1), ε/(2Δu) otherwise."""
+    monotone = p in (0.0, 1.0)
+    return epsilon / ((1.0 if monotone else 2.0) * sensitivity)
+
+
+def window(eps_prime: float) -> int:
+    """B: the public rank distance beyond which the utility is clipped."""
+    return max(1, math.ceil(TAIL / eps_prime))
+
+
+def grid(lower: float, upper: float) -> int:
+    """The exponent k of the public output grid 2^k on [L, U)."""
+    return _noise.grid_exponent(upper - lower)
+
+
+def points_of(values: t.Iterable[float]) -> list[Point]:
+    """Sorted distinct values with multiplicities and cumulative ranks (in-memory path)."""
+    out: list[Point] = []
+    for v in sorted(values):
+        if out and out[-1][0] == v:
+            _, c, r = out[-1]
+            out[-1] = (v, c + 1, r + 1)
+        else:
+            out.append((v, 1, (out[-1][2] if out else 0) + 1))
+    return out
+
+
+def nearest(points: t.Sequence[Point], n: int, pn: Fraction, lower: float, upper: float) -> Fraction:
+    """D = min over y in [L, U) of |c(y) − p·n|: the rank distance of the best interval.
+
+    Candidates are the intervals of positive width: [x_t, next) with rank r_t (unless x_t is
+    the largest value and equals U), and [L, x_1) with rank 0 when x_1 > L (or [L, U), n = 0).
+    """
+    num, den = pn.numerator, pn.denominator  # distances in units of 1/den, as integers
+    best: int | None = None
+    if not points or (points[0][1] == points[0][2] and points[0][0] > lower):
+        best = abs(num)
+    for v, _, r in points:
+        if r < n or v < upper:
+            d = abs(r * den - num)
+            best = d if best is None else min(best, d)
+    assert best is not None
+    return Fraction(best, den)
+
+
+def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower: float,
+            upper: float, b: int) -> list[tuple[float, float, float]]:
+    """The draw's regions ``(lo, hi, score)``: per grid point in [lo, hi), weight e^score.
+
+    The utility is u(y) = −min(|c(y) − p·n|, D + B) with D = :func:`nearest`. ``points`` are
+    consecutive distinct values (in rank order) that cover every rank in [R+1, R'] ∩ [1, n]
+    (R = ⌊p·n − D − B⌋, R' = ⌈p·n + D + B⌉) and the value attaining D; extra points are
+    ignored. The regions partition [L, U): left tail, the intervals between, right tail.
+    """
+    for (_, _, r0), (_, c1, r1) in zip(points, points[1:]):
+        if r1 - c1 != r0:
+            raise AssertionError("order statistics are not contiguous")
+    pn = Fraction(p) * n
+    cap = nearest(points, n, pn, lower, upper) + b
+    lo_rank = math.floor(pn - cap)  # R: c(y) <= R is the left tail
+    hi_rank = math.ceil(pn + cap)  # R': c(y) >= R' is the right tail
+
+    def holder(rank: int) -> float:
+        """x_(rank): the value whose rank range (r − c, r] holds ``rank`` (1-based)."""
+        for v, c, r in points:
+            if r - c < rank <= r:
+                return v
+        raise AssertionError(f"order statistic {rank} of {n} is missing")
+
+    tail = -eps_prime * float(cap)
+    out: list[tuple[float, float, float]] = []
+    if lo_rank >= 0:
+        out.append((lower, holder(lo_rank + 1), tail))
+    else:  # rank 0: below the smallest value
+        if points and points[0][1] != points[0][2]:
+            raise AssertionError("the smallest value is missing")
+        out.append((lower, points[0][0] if points else upper, -eps_prime * float(pn)))
+    for j, (v, _, r) in enumerate(points):
+        if lo_rank < r < hi_rank:
+            if j + 1 < len(points):
+                nxt = points[j + 1][0]
+            elif r == n:
+                nxt = upper
+            else:
+                raise AssertionError(f"order statistic {r + 1} of {n} is missing")
+            out.append((v, nxt, -eps_prime * (abs(r * pn.denominator - pn.numerator) / pn.denominator)))
+    if hi_rank <= n:
+        out.append((holder(hi_rank), upper, tail))
+    return out
+
+
+def log_weights(parts: t.Sequence[tuple[float, float, float]], k: int) -> list[float]:
+    """log(G·e^score) per region, G = grid points of 2^k in [lo, hi); −inf when G = 0."""
+    out = []
+    for lo, hi, score in parts:
+        g = _noise.grid_points(lo, hi, k) if lo < hi else 0
+        out.append(math.log(g) + score if g > 0 else -math.inf)
+    return out
+
+
+def draw(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower: float,
+         upper: float, noise: "NoiseSource", b: int | None = None) -> float:
+    """One exponential-mechanism quantile from the order statistics around rank p·n."""
+    b = window(eps_prime) if b is None else b
+    k = grid(lower, upper)
+    parts = regions(points, n, p, eps_prime, lower, upper, b)
+    i = noise.choice_weighted(log_weights(parts, k))
+    lo, hi, _ = parts[i]
+    return noise.uniform(lo, hi, k=k)
+
+
+def quantile_of(values: t.Sequence[float], p: float, eps_prime: float, lower: float, upper: float,
+                noise: "NoiseSource") -> float:
+    """The mechanism on values held in memory (clipped to [L, U] first)."""
+    clipped = [min(max(float(x), lower), upper) for x in values]
+    return draw(points_of(clipped), len(clipped), p, eps_prime, lower, upper, noise)
+
+
+def rank_error(eps_prime: float, lower: float, upper: float, confidence: float) -> float:
+    """With probability ≥ confidence, |c(out) − p·n| exceeds the best achievable by at most this.
+
+    The exponential mechanism's tail bound (Dwork & Roth 2014, Thm. 3.11) with |R| grid points:
+    P[u(out) ≤ OPT − (ln|R| + t)/ε'] ≤ e^{−t}.
+    """
+    size = _noise.grid_points(lower, upper, grid(lower, upper))
+    return (math.log(size) + math.log(1.0 / (1.0 - confidence))) / eps_prime
+
+
+# -- SQL ---------------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    return f"CAST({float(x)!r} AS DOUBLE)"
+
+
+def ranks_sql(source: str, keys: list[str], v: str, lower: float, upper: float, p: float, b: int,
+              column: str) -> str:
+    """Per group: the distinct values with ranks near p·n, as ``LIST({v, c, r})`` in ``column``."""
+    kc = "".join(f"{k}, " for k in keys)
+    part = ("PARTITION BY " + ", ".join(keys) + " ") if keys else ""
+    scale = BUCKETS / (upper - lower)
+
+    def bucket(x: str) -> str:
+        return f"CAST(({x} - {_num(lower)}) * {_num(scale)} AS BIGINT)"
+
+    on = "".join(f"s.{k} IS NOT DISTINCT FROM r.{k} AND " for k in keys)
+    don = " AND ".join(f"w.{k} IS NOT DISTINCT FROM d.{k}" for k in keys) or "TRUE"
+    rkc = "".join(f"r.{k}, " for k in keys)
+    wkc = "".join(f"w.{k}, " for k in keys)
+    group = f"GROUP BY {', '.join(keys)}" if keys else ""
+    ekc = "".join(f"e.{k}, " for k in keys)
+    xon = " AND ".join(f"e.{k} IS NOT DISTINCT FROM x.{k}" for k in keys) or "TRUE"
+    egroup = f"GROUP BY {', '.join('e.' + k for k in keys)}" if keys else ""
+    return f"""
+WITH __eb AS (
+  SELECT {kc}{bucket(v)} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
+  FROM {source} WHERE {v} IS NOT NULL GROUP BY ALL
+), __ew AS (
+  SELECT *, SUM(__c) OVER ({part}ORDER BY __b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __r,
+         SUM(__c) OVER ({part.strip()}) AS __n
+  FROM __eb
+), __ed AS (
+  SELECT {kc}COALESCE(MIN(ABS(__r - {_num(p)} * __n)) FILTER (WHERE __hi < {_num(upper)}),
+                      ANY_VALUE({_num(p)} * __n)) AS __d
+  FROM __ew {group}
+), __es AS (
+  SELECT {wkc}w.__b, w.__c, w.__lo, w.__hi, w.__r, w.__n, d.__d
+  FROM __ew AS w JOIN __ed AS d ON {don}
+  WHERE w.__r >= {_num(p)} * w.__n - d.__d - {b + SLACK}
+    AND w.__r - w.__c <= {_num(p)} * w.__n + d.__d + {b + SLACK}
+), __er AS (
+  SELECT * FROM __es WHERE __lo < __hi
+), __ef AS (
+  SELECT {rkc}r.__b AS __b, s.{v} AS __val, COUNT(*) AS __c,
+         ANY_VALUE(r.__r - r.__c) AS __below, ANY_VALUE(r.__n) AS __n, ANY_VALUE(r.__d) AS __d
+  FROM (SELECT {kc}{v}, {bucket(v)} AS __sb FROM {source}
+        WHERE {v} >= (SELECT MIN(__lo) FROM __er) AND {v} <= (SELECT MAX(__hi) FROM __er)) AS s
+  JOIN __er AS r ON {on}s.__sb = r.__b
+  GROUP BY ALL
+), __ev AS (
+  SELECT {kc}__lo AS __val, __c, __r, __n, __d FROM __es WHERE __lo = __hi
+  UNION ALL
+  SELECT {kc}__val, __c,
+         __below + SUM(__c) OVER (PARTITION BY {kc}__b ORDER BY __val
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __r, __n, __d
+  FROM __ef
+), __vd AS (
+  SELECT {kc}MIN(ABS(__r - {_num(p)} * __n)) FILTER (WHERE __val < {_num(upper)} OR __r < __n) AS __dv
+  FROM __ev {group}
+)
+SELECT {ekc}LIST({{'v': e.__val, 'c': e.__c, 'r': e.__r}} ORDER BY e.__val) AS {column}
+FROM __ev AS e JOIN __vd AS x ON {xon}
+WHERE e.__r >= {_num(p)} * e.__n - LEAST(e.__d, COALESCE(x.__dv, e.__d)) - {b + SLACK}
+  AND e.__r - e.__c <= {_num(p)} * e.__n + LEAST(e.__d, COALESCE(x.__dv, e.__d)) + {b + SLACK}
+{egroup}
+"""
+
+
+def raw_select(sql: str, names: list[str]) -> exp.Select:
+    """``SELECT names FROM (sql) AS __q`` with ``sql`` kept verbatim.
+
+    The text is carried as a ``Var``, which sqlglot prints as is (quotes included): parsing
+    and regenerating a query of this size would add tens of milliseconds to every plan.
+    """
+    body = exp.Var(this=f"({sql.strip()})")
+    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier("__q")))
+    return exp.select(*[exp.column(name) for name in names]).from_(source)
+
+
+def rows_to_points(rows: t.Any) -> list[Point]:
+    if not rows:
+        return []
+    return [(float(x["v"]), int(x["c"]), int(x["r"])) for x in rows]
+
+
+# -- the mechanism ---------------------------------------------------------------------------
+
+
+class _QuantilePrepared(Prepared):
+    mechanism = "exponential"
+
+    def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
+        super().__init__(agg, ctx, cost)
+        assert agg.lower is not None and agg.upper is not None and agg.quantile is not None
+        self.lower, self.upper, self.p = float(agg.lower), float(agg.upper), float(agg.quantile)
+        self.sensitivity = utility_sensitivity(self.p, ctx)
+        self.eps_prime = exponent(self.p, self.sensitivity, cost.epsilon)
+        self.b = window(self.eps_prime)
+        self.column = f"a{agg.index}_ranks"
+
+    def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
+        assert v is not None
+        return {"n": exp.Count(this=v.copy())}
+
+    def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+        assert v is not None
+        sql = ranks_sql(source, keys, v, self.lower, self.upper, self.p, self.b, self.column)
+        return raw_select(sql, [*keys, self.column])
+
+    def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
+        n = int(num(stats.get("n")))
+        points = rows_to_points(stats.get(self.column))
+        value = draw(points, n, self.p, self.eps_prime, self.lower, self.upper, noise, self.b)
+        conf = self.ctx.confidence
+        ranks = rank_error(self.eps_prime, self.lower, self.upper, conf)
+        entry = ReportEntry(
+            column=self.label, mechanism=self.mechanism, epsilon=self.cost.epsilon,
+            sensitivity=self.sensitivity, distribution="exponential mechanism on rank",
+            note=(f"weights exp(-{fmt(self.eps_prime)}·|rank - {self.p:g}·n|), Δu={fmt(self.sensitivity)}; "
+                  f"with {conf:.0%} probability the rank is within {ranks:.1f} of the best achievable"),
+        )
+        return value, entry
+
+    def explain(self) -> dict[str, str]:
+        return {
+            "bounds": f"[{fmt(self.lower)}, {fmt(self.upper)}]",
+            "utility": (f"-min(|rank - {self.p:g}·n|, D + {self.b}), Δu={fmt(self.sensitivity)} "
+                        f"({self.ctx.neighbouring}, m={self.ctx.max_rows})"),
+            "weights": (f"exp(-{fmt(self.eps_prime)}·|i - {self.p:g}·n|) per point of the grid "
+                        f"2^{grid(self.lower, self.upper)}"),
+            "sql": (f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
+                    f"({BUCKETS}-bucket histogram, then exact values)"),
+        }
+
+
+@register
+class Exponential(Mechanism):
+    """ε-DP quantiles by the exponential mechanism on ranks; see the module docstring.
+
+    Guarantee: pure ε-DP (McSherry & Talwar 2007; Dwork & Roth 2014, Thm. 3.10).
+    Neighbouring relation: both, with Δu = m·max(p, 1 − p) under ``add_remove``, m under
+    ``replace`` (2m·max(p, 1 − p) with GROUP BY), m = ``ctx.max_rows``. Constants: ε' =
+    ε/(2Δu), or ε/Δu for the monotone utilities of p = 0 and p = 1 (proof in the module
+    docstring); the interval form of the draw (Smith 2011); the clip at D + ⌈64/ε'⌉ ranks
+    and the output grid 2^k with k = ⌊log2(U − L)⌋ − 30 (:func:`dpsql.noise.grid_exponent`),
+    both argued in the module docstring and checked by brute force.
+    """
+
+    name = "exponential"
+    statistics = frozenset({"median", "quantile", "min", "max"})
+
+    def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
+        self.check(agg, ctx)
+        if cost.epsilon <= 0:
+            raise OptionError("mechanism 'exponential' needs epsilon > 0")
+        assert agg.lower is not None and agg.upper is not None
+        if not math.isfinite(agg.upper - agg.lower):
+            raise PrivacyError(f"{agg.label}: the range U − L of the bounds must be a finite number")
+        return _QuantilePrepared(agg, ctx, cost)
