@@ -1,0 +1,5 @@
+"""``python -m dpsql``: the ``dpsql`` command."""
+
+from dpsql.cli import main
+
+raise SystemExit(main())
