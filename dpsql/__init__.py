@@ -3,9 +3,15 @@
     >>> import dpsql
     >>> con = dpsql.connect("data.duckdb", policy="policy.toml")
     >>> con.sql("SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)").fetchall()
+
+The errors are imported eagerly; the rest on first use, so that the command starts quickly.
 """
 
-from dpsql.connection import BudgetStatus, Connection, connect
+from __future__ import annotations
+
+import importlib
+import typing as t
+
 from dpsql.errors import (
     BindError,
     BudgetError,
@@ -17,9 +23,19 @@ from dpsql.errors import (
     PolicyError,
     PrivacyError,
 )
-from dpsql.result import Result
+
+if t.TYPE_CHECKING:
+    from dpsql.connection import BudgetStatus, Connection, connect
+    from dpsql.result import Result
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "BudgetStatus": "dpsql.connection",
+    "Connection": "dpsql.connection",
+    "connect": "dpsql.connection",
+    "Result": "dpsql.result",
+}
 
 __all__ = [
     "BindError",
@@ -36,3 +52,9 @@ __all__ = [
     "Result",
     "connect",
 ]
+
+
+def __getattr__(name: str) -> t.Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dpsql' has no attribute {name!r}")

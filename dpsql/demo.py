@@ -18,12 +18,9 @@ EDUCATION_LEVELS = [
 
 def load_adult(con: duckdb.DuckDBPyConnection) -> None:
     """Create table ``adult`` (private) and ``education_levels`` (public) on ``con``."""
-    path = resources.files("dpsql") / "data" / "adult.csv.gz"
-    with resources.as_file(path) as csv:
-        con.execute(
-            "CREATE TABLE adult AS SELECT * FROM read_csv(?, header = true, nullstr = '')",
-            [str(csv)],
-        )
+    path = resources.files("dpsql") / "data" / "adult.parquet"
+    with resources.as_file(path) as parquet:
+        con.execute("CREATE TABLE adult AS SELECT * FROM read_parquet(?)", [str(parquet)])
     con.execute("CREATE TABLE education_levels (education_num INTEGER, education VARCHAR)")
     con.executemany("INSERT INTO education_levels VALUES (?, ?)", EDUCATION_LEVELS)
 

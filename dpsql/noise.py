@@ -12,19 +12,30 @@ import math
 import secrets
 from fractions import Fraction
 from statistics import NormalDist
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as _np
-import opendp.prelude as dp
 from numpy.random import PCG64, Generator  # insecure test mode (SeededNoise) only
 
-dp.enable_features("contrib")
+if TYPE_CHECKING:
+    import opendp.prelude as dp
 
 __all__ = ["GRID_BITS", "grid_exponent", "grid_points", "snap", "laplace_scale",
            "gaussian_sigma_zcdp", "gaussian_sigma_approx", "gaussian_delta", "laplace_ci",
            "gaussian_ci", "NoiseSource", "SecureNoise", "SeededNoise", "default_noise"]
 
 GRID_BITS = 30  # a float release lies on the grid 2^k, k = floor(log2(scale)) - GRID_BITS
+
+
+
+@functools.lru_cache(maxsize=1)
+def _opendp():  # noqa: ANN202 - the opendp.prelude module
+    """OpenDP, imported on the first draw (importing it takes about 0.2 s)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _NODES, _WEIGHTS = (v.tolist() for v in _np.polynomial.legendre.leggauss(24))
@@ -193,6 +204,7 @@ def gaussian_ci(sigma: float, confidence: float = 0.95) -> float:
 @functools.lru_cache(maxsize=512)
 def _measurement(kind: str, scale: float, k: int) -> dp.Measurement:
     """OpenDP measurement for ``kind``, cached (building one costs about 0.2 ms)."""
+    dp = _opendp()
     if kind == "noisy_max":
         space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
         return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 
 from dpsql.budget import Cost
 from dpsql.mechanisms.base import ReportEntry, fmt
+
+if t.TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass

@@ -83,3 +83,17 @@ def test_tables_outside_the_policy_cannot_be_read() -> None:
     assert con.sql("SELECT x FROM t").fetchall() == [(1,)]
     with pytest.raises(dpsql.PrivacyError, match="secret is not declared in the policy"):
         con.sql("SELECT x FROM secret")
+
+
+def test_bundled_demo_table_equals_the_csv_fixture() -> None:
+    """The demo's Parquet file holds exactly the rows of fixtures/adult/adult.csv."""
+    import duckdb
+
+    from dpsql.demo import load_adult
+
+    con = duckdb.connect()
+    load_adult(con)
+    con.execute(f"CREATE TABLE csv AS SELECT * FROM read_csv('{FIXTURES / 'adult' / 'adult.csv'}', header = true, nullstr = '')")
+    assert con.execute("SELECT count(*) FROM adult").fetchone()[0] == 32561
+    assert con.execute("SELECT count(*) FROM (SELECT * FROM adult EXCEPT ALL SELECT * FROM csv)").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM (SELECT * FROM csv EXCEPT ALL SELECT * FROM adult)").fetchone()[0] == 0
