@@ -20,7 +20,7 @@ def _readme_commands() -> list[tuple[str, list[str]]]:
     out = []
     lines = README.splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("$ dpsql "):
+        if line.startswith("$ dpsql ") and " -c " in line:  # the shell session is not re-run
             shown = []
             for nxt in lines[i + 1:]:
                 if nxt.startswith("$ ") or nxt.startswith("```"):
