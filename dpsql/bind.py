@@ -14,6 +14,7 @@ subqueries over private tables anywhere but the FROM chain, joins, set operation
 
 from __future__ import annotations
 
+import math
 import typing as t
 from dataclasses import dataclass, field
 
@@ -241,6 +242,7 @@ def _bind_select(
         group_columns.append(source.columns.get(g.name.lower()) if isinstance(g, exp.Column) else None)
 
     outer, names = _outer(select, index_of, group_exprs, source)
+    _check_post_processing(select, source.table.name)
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
         isinstance(p.this, exp.Column) for p in outer.expressions
     )
@@ -331,8 +333,62 @@ def _check_rowwise(node: exp.Expression, source: _Source, where: str) -> None:
         _refuse(f"aggregate {fn.sql_name().lower()}() is not allowed in {where} of a DP query")
     if node.find(exp.Window):
         _refuse(f"window functions are not allowed over private table {source.table.name}")
+    _check_total(node, source.table.name, where)
     for col in node.find_all(exp.Column):
         _check_column(col, source)
+
+
+#: Functions that fail (or stall, or write) on values the analyst chooses: a failure on some
+#: rows would tell the analyst that such a row exists, so a DP query may not call them. (Other
+#: failures, e.g. of CAST or chr(), are made impossible by the rewrite: TRY_CAST and TRY.)
+_FAILING_FUNCTIONS = ("error", "setseed", "setval", "nextval", "currval", "sleep_ms", "write_log")
+#: Set-returning functions: in a select list they turn one row into many, multiplying what one
+#: privacy unit contributes beyond the sensitivity the mechanisms assume.
+_ROW_MULTIPLYING = ("unnest", "generate_subscripts")
+
+
+def _check_total(node: exp.Expression, table: str, where: str) -> None:
+    """Refuse calls that can fail on chosen values and calls that multiply rows (new refusals)."""
+    for fn in node.find_all(exp.Anonymous, exp.Explode, exp.Unnest):
+        name = "unnest" if isinstance(fn, (exp.Explode, exp.Unnest)) else fn.name.lower()
+        if name in _ROW_MULTIPLYING:
+            _refuse(
+                f"{name}() is not allowed in {where} of a DP query over {table}: it turns one row "
+                "into many, so one person could count more than once"
+            )
+        if name in _FAILING_FUNCTIONS:
+            _refuse(
+                f"function {name}() is not allowed in {where} of a DP query over {table}: "
+                "whether it fails would reveal whether some row exists"
+            )
+
+
+def _check_post_processing(select: exp.Select, table: str) -> None:
+    """Refuse what the post-processing SELECT over the noisy rows cannot run (new refusals).
+
+    The select list, HAVING, ORDER BY, LIMIT and OFFSET run on the noisy table alone, after the
+    budget is charged: a subquery there (it would read tables the noisy table does not hold), a
+    window, a FILTER clause, a non-DP aggregate or a failing function would only fail after the
+    charge.
+    """
+    parts = [("the select list", p) for p in select.expressions]
+    for key, what in (("having", "HAVING"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+        if select.args.get(key) is not None:
+            parts.append((what, select.args[key]))
+    for what, node in parts:
+        if node.find(exp.Subquery, exp.Exists, exp.Select):
+            _refuse(f"subqueries are not allowed in {what} of a DP query over {table}")
+        if node.find(exp.Window):
+            _refuse(f"window functions are not allowed in {what} of a DP query over {table}")
+        if node.find(exp.Filter):
+            _refuse("FILTER (WHERE ...) is not supported on DP aggregates; put the condition in WHERE")
+        for fn in node.find_all(exp.AggFunc):
+            if not isinstance(fn, DPAggregate) and fn.find_ancestor(DPAggregate) is None:
+                _refuse(
+                    f"aggregate {fn.sql_name().lower()}() over private table {table} is not "
+                    "differentially private; use a DP aggregate (DP_COUNT, DP_SUM, DP_MEAN, ...)"
+                )
+        _check_total(node, table, what)
 
 
 def _check_column(col: exp.Column, source: _Source) -> None:
@@ -371,6 +427,9 @@ def _bind_aggregate(index: int, node: DPAggregate, source: _Source) -> BoundAggr
         _bind_dp_agg_arg(node, source)
     if lower is not None and upper is not None and not lower < upper:
         _refuse(f"{label}: lower bound {lower:g} must be below upper bound {upper:g}")
+    for what, bound in (("lower", lower), ("upper", upper)):  # new refusal: 1e999 parses as inf
+        if bound is not None and not math.isfinite(bound):
+            _refuse(f"{label}: the {what} bound must be a finite number, got {bound:g}")
     if lower is None and arg is not None and node.statistic != "count":
         bounds = source.table.column(column).bounds if column else None
         if bounds is None:

@@ -13,7 +13,9 @@ import typing as t
 from dataclasses import dataclass
 
 import duckdb
-import pyarrow as pa
+
+if t.TYPE_CHECKING:
+    import pyarrow as pa
 
 from dpsql import dialect
 from dpsql.bind import Bound, bind
@@ -58,12 +60,61 @@ class BudgetStatus:
         )
 
 
+#: Settings without which an analyst connection is not locked down: a DuckDB that lacks one is
+#: refused rather than silently left open (the others are conveniences, applied when present).
+REQUIRED_SETTINGS = frozenset({
+    "enable_external_access", "lock_configuration", "python_enable_replacements",
+    "autoinstall_known_extensions", "autoload_known_extensions",
+})
+
+
 def harden(con: duckdb.DuckDBPyConnection) -> None:
     """Lock an analyst connection down: no files, network, extensions or Python scans."""
-    names = {r[0] for r in con.execute("SELECT name FROM duckdb_settings()").fetchall()}
+    current = {n: str(v).lower() for n, v in con.execute("SELECT name, value FROM duckdb_settings()").fetchall()}
+    missing = sorted(REQUIRED_SETTINGS - set(current))
+    if missing:
+        raise Error(f"this DuckDB has no setting {missing[0]}; dpsql cannot lock the connection down")
+    if current.get("lock_configuration") == "true":
+        # Connections to one database file in one process share a DuckDB instance, and its
+        # configuration is already locked: check the settings instead of setting them.
+        wrong = [n for n, v in HARDENING if n in current and current[n] != v]
+        if wrong:
+            raise Error(f"the DuckDB configuration is locked with {wrong[0]} = {current[wrong[0]]}; "
+                        "dpsql cannot lock the connection down")
+        return
+    _private_temp_directory(con)
     for name, value in HARDENING:
-        if name in names:
-            con.execute(f"SET {name} = {value}")
+        if name in current:
+            # GLOBAL: the settings hold for every connection and cursor of this DuckDB instance
+            con.execute(f"SET GLOBAL {name} = {value}")
+
+
+def _private_temp_directory(con: duckdb.DuckDBPyConnection) -> None:
+    """Move DuckDB's spill directory from its default to a fresh private one.
+
+    With external access disabled DuckDB still lets COPY, ATTACH and read_csv reach its temp
+    directory, and the default one ('.tmp' in the working directory, or '<database>.tmp') is
+    shared and guessable. A directory the data owner configured is kept, and so is one DuckDB
+    has already spilled into (it cannot be switched then); the binder refuses those statements
+    in any case, so this only narrows what a binder bypass could reach.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    current = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+    path = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchone()[0]
+    if current != (f"{path}.tmp" if path else ".tmp"):
+        return
+    private = tempfile.mkdtemp(prefix="dpsql-spill-")
+    try:
+        con.execute("SET temp_directory = ?", [private])
+    except duckdb.Error:
+        os.rmdir(private)
+        return
+    atexit.register(shutil.rmtree, private, True)
 
 
 class Connection:
@@ -111,7 +162,12 @@ class Connection:
         bound = bind(parsed, self.policy, self._columns)
         if bound.public:
             return bound, None, None
-        p = plan(bound, self.policy)
+        try:
+            p = plan(bound, self.policy)
+        except ValueError as err:
+            # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
+            # infinite): it depends on the query alone, so say why, as a dpsql error.
+            raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
         return bound, p, rewrite(p)
 
     def explain(self, query: str) -> str:
@@ -144,6 +200,8 @@ class Connection:
         bound, p, rw = self._prepare(query)
         if bound.explain:
             text = self.explain(query)
+            import pyarrow as pa
+
             return Result(table=pa.table({"explain": text.splitlines()}))
         if p is None or rw is None:
             return self._public(bound)
@@ -163,8 +221,16 @@ class Connection:
                 "they could depend on private values (nothing was charged)"
             ) from None
         self.ledger.charge(amount, query=query.strip(), detail="; ".join(p.mechanisms))
-        released = release(p, rw, names, rows, self.noise)
-        table = self._post_process(p, released.columns, released.rows)
+        try:
+            released = release(p, rw, names, rows, self.noise)
+            table = self._post_process(p, released.columns, released.rows)
+        except (ValueError, ArithmeticError, duckdb.Error):
+            # After the charge: a failure here can depend on the exact statistics (e.g. a sum
+            # that overflows to inf), so its details are withheld like DuckDB's.
+            raise ExecutionError(
+                "releasing the result failed; the details are withheld because they could depend "
+                "on private values (the budget was charged)"
+            ) from None
         notes = []
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
@@ -183,16 +249,20 @@ class Connection:
     def _public(self, bound: Bound) -> Result:
         try:
             rel = self._con.sql(bound.query.sql(dialect="duckdb"))
+            import pyarrow as pa
+
             table = rel.to_arrow_table() if rel is not None else pa.table({})
         except duckdb.Error as err:
             raise ExecutionError(str(err).splitlines()[0]) from None
         return Result(table=table)
 
-    def _post_process(self, p: Plan, columns: list[str], rows: list[tuple[t.Any, ...]]) -> pa.Table:
+    def _post_process(self, p: Plan, columns: list[str], rows: list[tuple[t.Any, ...]]) -> "pa.Table":
         """Run HAVING / ORDER BY / LIMIT and select-list expressions on the noisy rows only.
 
         This runs on a separate in-memory DuckDB that holds nothing but the noisy table.
         """
+        import pyarrow as pa  # imported on the first release (it is slow to import)
+
         outer = p.bound.outer
         assert outer is not None
         if p.bound.outer_columns is not None:

@@ -50,11 +50,13 @@ class KeySelection:
 
     Guarantee: (ε_t, δ_t)-DP for the released key set together with the hidden counts, under
     either neighbouring relation. A unit touches at most m groups; a group that exists in x but
-    not in a neighbour has true count c ≤ m, so with discrete Laplace noise of scale b = m/ε_t
-    and threshold τ = m + b·ln(m/(2δ_t)), each such group is released with probability at most
-    ½·exp(−(τ − m)/b) = δ_t/m, and at most m of them exist (union bound): δ_t in total
-    (Korolova, Kenthapadi, Mishra, Ntoulas 2009; Wilson et al. 2020, §4). Counts are compared
-    with ``>= τ``; the threshold holds for ``>`` as well.
+    not in a neighbour has true count c ≤ m. The count gets discrete Laplace noise Z with
+    P[Z = z] ∝ q^|z|, q = e^(−1/b), b = m/ε_t, whose tail is P[Z ≥ s] = q^s/(1 + q) for integer
+    s ≥ 1 (the continuous ½·e^(−s/b) understates it by up to a factor 2/(1 + q)). A key is
+    released when c + Z ≥ τ; with τ = m + b·ln(m/((1 + q)·δ_t)) each such group is released
+    with probability at most q^(τ−m)/(1 + q) = δ_t/m, and at most m of them exist (union bound):
+    δ_t in total (Korolova, Kenthapadi, Mishra, Ntoulas 2009; Wilson et al. 2020, §4, for the
+    continuous version; the statistical audit covers this edge case).
     """
 
     part: NoisyPart
@@ -64,7 +66,8 @@ class KeySelection:
     @classmethod
     def build(cls, m: int, cost: Cost) -> "KeySelection":
         part = NoisyPart("keys", float(m), "laplace", Cost(epsilon=cost.epsilon), integer=True)
-        tau = m + part.scale * math.log(m / (2 * cost.delta))
+        q = math.exp(-1.0 / part.scale)
+        tau = m + part.scale * math.log(m / ((1.0 + q) * cost.delta))
         return cls(part=part, threshold=tau, delta=cost.delta)
 
     @property

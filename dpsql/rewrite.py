@@ -83,6 +83,73 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
+# -- total expressions ------------------------------------------------------------------------
+# An error raised while DuckDB evaluates an expression over private rows tells the analyst that
+# some row makes it fail (`WHERE CAST(name AS INT) > 0` fails iff a name is not a number), even
+# when the message is withheld and nothing is charged. So every such expression is made total:
+# CAST becomes TRY_CAST, and every maximal subexpression that DuckDB accepts inside TRY(...)
+# (no aggregate, window, subquery or volatile function) is wrapped in it. A row whose expression
+# would fail gets NULL instead: a WHERE drops it, a GROUP BY puts it in the NULL group, an
+# aggregate skips it. Volatile functions that can fail (error(), setseed(), ...) are refused by
+# the binder; DuckDB refuses TRY around the harmless ones (random(), uuid()).
+
+#: Nodes that cannot fail, or are parts of syntax rather than values: never wrapped.
+_LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Identifier,
+           exp.Var, exp.Placeholder, exp.Parameter, exp.Try)
+#: Clauses inside an aggregate or window call: not values, so only their contents are wrapped.
+_CLAUSES = (exp.Distinct, exp.Order, exp.Ordered, exp.Where, exp.Filter, exp.Kwarg, exp.PropertyEQ,
+            exp.IgnoreNulls, exp.RespectNulls, exp.WindowSpec, exp.Lambda)
+#: DuckDB's volatile functions (duckdb_functions() with stability 'VOLATILE'); TRY refuses them.
+_VOLATILE = {"random", "uuid", "gen_random_uuid", "uuidv4", "uuidv7", "current_query",
+             "current_query_id", "current_connection_id", "current_transaction_id", "stats",
+             "vector_type", "error", "setseed", "setval", "nextval", "currval", "sleep_ms", "write_log"}
+
+
+def _blocks_try(node: exp.Expression) -> bool:
+    for n in node.walk():
+        if isinstance(n, (exp.AggFunc, exp.Window, exp.Subquery, exp.Select, exp.Any, exp.All, exp.Rand,
+                          exp.Uuid, exp.Lambda)):
+            return True
+        if isinstance(n, exp.Anonymous) and n.name.lower() in _VOLATILE:
+            return True
+    return False
+
+
+def _wrap(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, _LEAVES):
+        return node
+    if not isinstance(node, _CLAUSES) and not _blocks_try(node):
+        return exp.Try(this=node)
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expression):
+            node.set(key, _wrap(value))
+        elif isinstance(value, list):
+            node.set(key, [_wrap(v) if isinstance(v, exp.Expression) else v for v in value])
+    return node
+
+
+def total(node: exp.Expression) -> exp.Expression:
+    """A copy of ``node`` that no value can make fail (TRY_CAST for CAST, TRY(...) around the rest)."""
+    copy = node.copy().transform(
+        lambda n: exp.TryCast(this=n.this, to=n.args["to"]) if type(n) is exp.Cast else n, copy=False
+    )
+    return _wrap(copy)
+
+
+def total_query(node: exp.Expression) -> exp.Expression:
+    """A copy of a FROM item or CTE body with every select-list expression and WHERE made total."""
+    out = node.copy()
+    for select in list(out.find_all(exp.Select)):
+        select.set("expressions", [
+            p if isinstance(p, (exp.Star, exp.Column)) else (
+                exp.alias_(total(p.this), p.args["alias"]) if isinstance(p, exp.Alias) else total(p))
+            for p in select.expressions
+        ])
+        if select.args.get("where") is not None:
+            select.args["where"].set("this", total(select.args["where"].this))
+    return out
+
+
 def rewrite(plan: Plan) -> Rewritten:
     """Build the single DuckDB statement for ``plan``.
 
@@ -91,16 +158,24 @@ def rewrite(plan: Plan) -> Rewritten:
     """
     bound = plan.bound
     keys = [f"__k{j}" for j in range(len(bound.group_by))]
-    projections = ["*"] + [f"{_sql(g)} AS {k}" for k, g in zip(keys, bound.group_by)]
+    # Expressions over private rows are made total (see ``total``); the aggregates' arguments in
+    # place, so that the mechanisms' stats() and subquery() use the total forms too.
+    for prep in plan.prepared:
+        if prep.agg.arg is not None:
+            prep.agg.arg = total(prep.agg.arg)
+        inner = getattr(prep, "inner", None)  # DP_AGG's aggregate, run per chunk by saa
+        if isinstance(inner, exp.Expression):
+            prep.inner = total(inner)
+    projections = ["*"] + [f"{_sql(total(g))} AS {k}" for k, g in zip(keys, bound.group_by)]
     for prep in plan.prepared:
         agg = prep.agg
         if agg.arg is None:
             continue
         value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
         projections.append(f"{_sql(value)} AS __v{agg.index}")
-    src = f"SELECT {', '.join(projections)} FROM {_sql(bound.from_)}"
+    src = f"SELECT {', '.join(projections)} FROM {_sql(total_query(bound.from_))}"
     if bound.where is not None:
-        src += f" WHERE {_sql(bound.where)}"
+        src += f" WHERE {_sql(total(bound.where))}"
 
     out = Rewritten(sql="", keys=keys)
     stats = list(keys)
@@ -120,7 +195,7 @@ def rewrite(plan: Plan) -> Rewritten:
     if keys:
         grouped += f" GROUP BY {', '.join(keys)}"
 
-    ctes = [f"{_sql(cte.args['alias'])} AS ({_sql(cte.this)})" for cte in bound.ctes]
+    ctes = [f"{_sql(cte.args['alias'])} AS ({_sql(total_query(cte.this))})" for cte in bound.ctes]
     ctes += [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
     subqueries = []
     for prep in plan.prepared:

@@ -1,0 +1,1 @@
+"""Statistical privacy audit of dpsql's mechanisms (see harness.py and docs/testing.md)."""

@@ -1,0 +1,265 @@
+"""The audit cases: every mechanism on inputs that are worst cases for its sensitivity.
+
+To audit a new mechanism, append to :data:`CASES` (a few lines)::
+
+    CASES.append(AuditCase(
+        "ptr median, add_remove",
+        lambda: query_pair("SELECT DP_MEDIAN(x) FROM t WITH (mechanism='ptr', bound=1, ...)",
+                           X_ROWS, X_PRIME_ROWS, policy()),
+        mechanism="ptr"))
+
+``query_pair`` runs the real pipeline (parse, bind, plan, rewrite, DuckDB, release) and takes the
+claimed (ε, δ) from the plan's cost. A ⊥ release (None) is an output like any other: the audit
+then also tests the events {out = ⊥} and {out ≠ ⊥}. Pick neighbouring rows that push the
+statistic as far as the sensitivity allows: a row at a bound, a tiny n, a key that exists on one
+side only. ``test_every_registered_mechanism_is_audited`` fails until a new mechanism has a case.
+
+Table ``t`` has a DOUBLE column ``x`` (bounds from :func:`policy`) and, in grouped cases, a
+VARCHAR column ``g``.
+"""
+
+from __future__ import annotations
+
+import math
+import typing as t
+
+from dpsql import bruteforce
+
+from .harness import AuditCase, Pair, ScaledNoise, query_pair, value_of_key, values_of_keys
+
+XG = "x DOUBLE, g VARCHAR"
+
+
+def policy(
+    neighbouring: str = "add_remove",
+    lower: float = 0.0,
+    upper: float = 100.0,
+    keys: list[str] | None = None,
+    *,
+    unit: str = "row",
+    m: int = 1,
+) -> dict:
+    """A policy for table ``t``: column ``x`` in [lower, upper]; ``g`` with public keys if given."""
+    columns: dict = {"x": {"lower": lower, "upper": upper}}
+    if keys is not None:
+        columns["g"] = {"keys": keys}
+    table: dict = {"privacy_unit": unit, "max_rows_per_unit": m, "columns": columns}
+    return {"neighbouring": neighbouring, "budget": {"epsilon": 1e6, "delta": 0.5}, "tables": {"t": table}}
+
+
+def rows(*values: float | None) -> list[tuple]:
+    return [(v,) for v in values]
+
+
+def _q(sql: str, x: list[tuple], y: list[tuple], pol: dict, **kw: t.Any) -> t.Callable[[], Pair]:
+    """A case's build function: the pair is made (and DuckDB run) only when the case runs."""
+    return lambda: query_pair(sql, x, y, pol, **kw)
+
+
+CASES: list[AuditCase] = []
+
+
+def _additive(kind: str, opts: str) -> None:
+    """count/sum/mean/var/stddev under both relations, for mechanism ``kind``."""
+    add = policy()
+    rep = policy("replace")
+    w = f"WITH (mechanism = '{kind}', {opts})"
+    specs = [
+        # add_remove: x' = x plus one row as far out as the bounds allow
+        ("count(*), add_remove", f"SELECT DP_COUNT(*) FROM t {w}", rows(1, 2, 3, 4, 5), rows(1, 2, 3, 4, 5, 6), add),
+        ("count(x) with NULLs, add_remove", f"SELECT DP_COUNT(x) FROM t {w}", rows(1, None), rows(1, None, 7), add),
+        ("sum, row at the upper bound", f"SELECT DP_SUM(x) FROM t {w}", rows(50, 50), rows(50, 50, 100), add),
+        ("sum, bounds [-200, 100], row clipped to -200", f"SELECT DP_SUM(x, -200, 100) FROM t {w}",
+         rows(0), rows(0, -1e6), add),
+        ("mean, n = 1 vs 2", f"SELECT DP_MEAN(x) FROM t {w}", rows(0), rows(0, 100), add),
+        ("mean, empty vs one row", f"SELECT DP_MEAN(x) FROM t {w}", rows(), rows(100), add),
+        # n large, every value at the centre: the count is nearly exact, the centred sum moves
+        # by (U − L)/2, so the mean shows the sum part's whole privacy loss
+        ("mean, 200 rows at the centre, one row at U", f"SELECT DP_MEAN(x) FROM t {w}",
+         rows(*[50] * 200), rows(*[50] * 200, 100), add),
+        ("var, row at the bound", f"SELECT DP_VAR(x) FROM t {w}", rows(0, 100), rows(0, 100, 100), add),
+        ("stddev, row at the bound", f"SELECT DP_STDDEV(x) FROM t {w}", rows(0, 0), rows(0, 0, 100), add),
+        # replace: one row changed from one extreme to the other
+        ("count with WHERE, replace", f"SELECT DP_COUNT(*) FROM t WHERE x > 50 {w}",
+         rows(0, 0, 100), rows(0, 100, 100), rep),
+        ("sum, replace L → U", f"SELECT DP_SUM(x, -50, 100) FROM t {w}", rows(-50, 0), rows(100, 0), rep),
+        ("mean, replace, n = 2", f"SELECT DP_MEAN(x) FROM t {w}", rows(0, 0), rows(0, 100), rep),
+        ("var, replace, n = 3", f"SELECT DP_VAR(x) FROM t {w}", rows(0, 0, 0), rows(0, 0, 100), rep),
+        ("stddev, replace, n = 3", f"SELECT DP_STDDEV(x) FROM t {w}", rows(0, 100, 100), rows(100, 100, 100), rep),
+    ]
+    for name, sql, x, y, pol in specs:
+        CASES.append(AuditCase(f"{kind} {name}", _q(sql, x, y, pol), mechanism=kind))
+    # a row moves between two public groups under replace: both counts (sums) move at once
+    gpol = policy("replace", keys=["a", "b"])
+    CASES.append(AuditCase(
+        f"{kind} grouped count, replace moves a row between groups",
+        _q(f"SELECT g, DP_COUNT(*) FROM t GROUP BY g {w}", [(0, "a"), (0, "a"), (0, "b")],
+           [(0, "a"), (0, "b"), (0, "b")], gpol, schema=XG, pick=values_of_keys(["a", "b"])),
+        mechanism=kind))
+    CASES.append(AuditCase(
+        f"{kind} grouped sum, replace moves a row at U between groups",
+        _q(f"SELECT g, DP_SUM(x) FROM t GROUP BY g {w}", [(100, "a"), (0, "b")], [(0, "a"), (100, "b")],
+           gpol, schema=XG, pick=values_of_keys(["a", "b"])),
+        mechanism=kind))
+    # an id privacy unit contributing m = 2 rows
+    CASES.append(AuditCase(
+        f"{kind} sum, unit of 2 rows (max_rows_per_unit = 2)",
+        _q(f"SELECT DP_SUM(x) FROM t {w}", [(1, 50)], [(1, 50), (2, 100), (2, 100)],
+           policy(unit="id", m=2), schema="id INTEGER, x DOUBLE"),
+        mechanism=kind))
+
+
+_additive("laplace", "epsilon = 1")
+_additive("gaussian", "epsilon = 1, delta = 1e-4")
+
+CASES.append(AuditCase(
+    "gaussian sum, rho-zCDP (charged as (ε, δ) at the query's delta)",
+    _q("SELECT DP_SUM(x) FROM t WITH (rho = 0.5, delta = 1e-5)", rows(50), rows(50, 100), policy()),
+    mechanism="gaussian"))
+
+# --- group keys selected by τ-thresholding (δ > 0, no public domain) -------------------------
+_KEYS = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, delta = 1e-3)"
+CASES.append(AuditCase(
+    "τ-thresholded key: count 1 in x, absent in x'",
+    _q(_KEYS, [(0, "k"), (0, "o")], [(0, "o")], policy(), schema=XG, pick=value_of_key("k")),
+    mechanism="laplace"))
+CASES.append(AuditCase(
+    "τ-thresholded key: count at the threshold (13 vs 14), present in both",
+    _q(_KEYS, [(0, "k")] * 13, [(0, "k")] * 14, policy(), schema=XG, pick=value_of_key("k")),
+    mechanism="laplace"))
+# The worst case for the discrete tail: δ chosen so that the continuous-tail threshold
+# τ − m = b·ln(m/(2δ)) would sit just below an integer (3). There P[Y ≥ 3] = q³/(1 + q),
+# q = e^(−1/b), exceeds the continuous ½·q³ by 2/(1 + q) = 1.46 (b = 1); a threshold derived
+# from the continuous tail was caught here, and plan.KeySelection uses the discrete tail.
+_EDGE_DELTA = 0.5 * math.exp(-3.0) * (1 + 1e-7)
+CASES.append(AuditCase(
+    "τ-thresholded key at an integer threshold: count 1 in x, absent in x'",
+    _q(f"SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 2, delta = {_EDGE_DELTA!r})",
+       [(0, "k")], [], policy(), schema=XG, pick=value_of_key("k")),
+    mechanism="laplace",
+    trials=60_000,
+))
+
+# --- mechanisms that other modules add: audited as soon as they are registered --------------
+# Seed 003's median example (Λ = 100): the rank shifts by one when one value changes.
+D1 = rows(0, 0, 0, 0, 0, 0, 100, 100, 100, 100)
+D2 = rows(0, 0, 0, 0, 0, 100, 100, 100, 100, 100)
+CASES += [
+    AuditCase("exponential median, seed 003's d1/d2, replace",
+              _q("SELECT DP_MEDIAN(x) FROM t WITH (mechanism = 'exponential', epsilon = 1)", D1, D2,
+                 policy("replace")), mechanism="exponential"),
+    AuditCase("exponential median, add_remove, x' adds a row at U",
+              _q("SELECT DP_MEDIAN(x) FROM t WITH (mechanism = 'exponential', epsilon = 1)",
+                 rows(0, 0, 0, 100, 100), rows(0, 0, 0, 100, 100, 100), policy()), mechanism="exponential"),
+    AuditCase("exponential quantile 0.9, add_remove",
+              _q("SELECT DP_QUANTILE(x, 0.9) FROM t WITH (mechanism = 'exponential', epsilon = 1)",
+                 rows(10, 20, 30, 40, 50, 60, 70, 80, 90), rows(10, 20, 30, 40, 50, 60, 70, 80, 90, 0),
+                 policy()), mechanism="exponential", trials=4_000, thorough_trials=30_000),
+    AuditCase("saa avg over 4 chunks, x' adds a row at U",
+              _q("SELECT DP_AGG(avg(x), 0, 100) FROM t WITH (mechanism = 'saa', chunks = 4, epsilon = 1)",
+                 rows(0, 1, 2, 3, 4, 5, 6, 7), rows(0, 1, 2, 3, 4, 5, 6, 7, 100), policy()),
+              mechanism="saa"),
+    AuditCase("saa avg, widened Winsorized mean over 8 chunks, x' adds a row at U",
+              _q("SELECT DP_AGG(avg(x), 0, 100) FROM t "
+                 "WITH (mechanism = 'saa', chunks = 8, aggregator = 'winsorized', epsilon = 1)",
+                 rows(*range(16)), rows(*range(16), 100), policy()),
+              mechanism="saa", trials=4_000, thorough_trials=30_000),
+    AuditCase("saa max over 3 chunks, replace",
+              _q("SELECT DP_AGG(max(x), 0, 100) FROM t WITH (mechanism = 'saa', chunks = 3, epsilon = 1)",
+                 rows(0, 1, 2, 3, 4, 5), rows(0, 1, 2, 3, 4, 100), policy("replace")),
+              mechanism="saa"),
+]
+
+
+# --- negative controls: broken mechanisms the audit must catch ------------------------------
+
+
+def _ls_median_pair(big: float = 1000.0, epsilon: float = 1.0) -> Pair:
+    """Seed 003: median + Lap(LS/ε) on d1/d2, LS by brute force over neighbours (replace).
+
+    d1 = {0×6, Λ×4}, d2 = {0×5, Λ×5}: both medians are 0, LS(d1) = 0 (no noise at all) and
+    LS(d2) = Λ. The output is exactly 0 on d1 and positive half the time on d2.
+    """
+    universe = (0.0, big)
+    d1 = [0.0] * 6 + [big] * 4
+    d2 = [0.0] * 5 + [big] * 5
+
+    def run(data: list[float]):
+        med = bruteforce.value("median", data, universe)
+        ls = bruteforce.local_sensitivity("median", data, universe, "replace")
+
+        def release(noise):
+            return med if ls == 0 else noise.laplace(med, ls / epsilon)
+
+        return release
+
+    return Pair(run(d1), run(d2), epsilon, 0.0, "median + Lap(LS/ε), seed 003's d1 vs d2 (Λ = 1000)")
+
+
+CONTROLS: list[AuditCase] = [
+    AuditCase("laplace sum with noise scaled down by 3",
+              _q("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", rows(50, 50), rows(50, 50, 100), policy()),
+              mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+    AuditCase("laplace count with noise scaled down by 3",
+              _q("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)", rows(1, 2), rows(1, 2, 3), policy()),
+              mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+    AuditCase("gaussian sum with noise scaled down by 3",
+              _q("SELECT DP_SUM(x) FROM t WITH (mechanism = 'gaussian', epsilon = 1, delta = 1e-4)",
+                 rows(50), rows(50, 100), policy()),
+              mechanism="gaussian", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+    AuditCase("median + Lap(LS/ε) on seed 003's d1/d2", _ls_median_pair, expect="violation"),
+]
+
+# --- propose-test-release and smooth sensitivity (mechanisms 'ptr' and 'smooth') ------------
+# PTR: ε = 1 gives ε₁ = ε₂ = ½ and, at δ = 1e-3, the test threshold j = 13. D = 12 vs 13 puts
+# the ⊥ event exactly at the test's privacy loss; a median moving by b with D far above j puts
+# the loss on the release.
+_PTR = "WITH (mechanism = 'ptr', bound = {b}, epsilon = 1, delta = 1e-3)"
+_SMOOTH = "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-3)"
+_CAUCHY = "WITH (mechanism = 'smooth', epsilon = 1, noise = 'cauchy')"
+# Seed 003's d2 = {0×5, Λ×5} and d2 plus a row at U: the median jumps from 0 to U while
+# LS = S = U on both sides, the worst case for the sliding property.
+D2_UP = rows(*[0] * 5, *[100] * 6)
+CASES += [
+    AuditCase("ptr median, D = 12 vs 13 at the threshold (⊥ event), add_remove",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_PTR.format(b=10)}", rows(*[50] * 26),
+                 rows(*[50] * 26, 100), policy()), mechanism="ptr"),
+    AuditCase("ptr median moves by b, test passes on both sides, add_remove",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_PTR.format(b=1)}", rows(*[19] * 30, *[20] * 30),
+                 rows(*[19] * 30, *[20] * 30, 100), policy()), mechanism="ptr"),
+    AuditCase("ptr mean, D = 12 vs 13 from n (⊥ event), add_remove",
+              _q(f"SELECT DP_MEAN(x) FROM t {_PTR.format(b=5)}", rows(*[50] * 31),
+                 rows(*[50] * 31, 100), policy()), mechanism="ptr"),
+    AuditCase("ptr mean, replace, one value 0 → 100",
+              _q(f"SELECT DP_MEAN(x) FROM t {_PTR.format(b=5)}", rows(*[0] * 40),
+                 rows(*[0] * 39, 100), policy("replace")), mechanism="ptr"),
+    AuditCase("smooth median, Laplace noise, seed 003's d2 vs d2 plus a row at U",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH}", D2, D2_UP, policy()), mechanism="smooth"),
+    AuditCase("smooth median, Cauchy-like noise (pure ε), seed 003's d2 vs d2 plus a row at U",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_CAUCHY}", D2, D2_UP, policy()), mechanism="smooth",
+              trials=4_000, thorough_trials=30_000),
+    AuditCase("smooth median, Laplace noise, spread values, x' adds a row at L",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH}", rows(10, 20, 30, 40, 50), rows(10, 20, 30, 40, 50, 0),
+                 policy()), mechanism="smooth", trials=4_000, thorough_trials=30_000),
+    AuditCase("smooth mean, Laplace noise, replace, n = 2",
+              _q(f"SELECT DP_MEAN(x) FROM t {_SMOOTH}", rows(0, 0), rows(0, 100), policy("replace")),
+              mechanism="smooth"),
+    AuditCase("smooth quantile 0.25, Cauchy-like noise, value becomes NULL under replace",
+              _q(f"SELECT DP_QUANTILE(x, 0.25) FROM t {_CAUCHY}", rows(10, 20, 30, 40),
+                 rows(10, 20, 30, None), policy("replace")), mechanism="smooth",
+              trials=4_000, thorough_trials=30_000),
+    AuditCase("smooth median grouped, replace moves a row between groups",
+              _q(f"SELECT g, DP_MEDIAN(x) FROM t GROUP BY g {_SMOOTH}",
+                 [(10, "a"), (20, "a"), (30, "b"), (40, "b")], [(10, "a"), (20, "b"), (30, "b"), (40, "b")],
+                 policy("replace", keys=["a", "b"]), schema=XG, pick=values_of_keys(["a", "b"])),
+              mechanism="smooth", trials=4_000, thorough_trials=30_000),
+]
+CONTROLS += [
+    AuditCase("ptr median with noise scaled down by 3",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_PTR.format(b=1)}", rows(*[19] * 30, *[20] * 30),
+                 rows(*[19] * 30, *[20] * 30, 100), policy()),
+              mechanism="ptr", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+    AuditCase("smooth median with noise scaled down by 3",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH}", D2, D2_UP, policy()),
+              mechanism="smooth", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+]
