@@ -22,27 +22,10 @@ from sqlglot import exp
 
 from dpsql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.errors import BindError, PrivacyError
+from dpsql.guards import check_functions, check_post_processing, check_statement, check_total
 from dpsql.options import Options, parse_options
+from dpsql.postprocess import build_outer
 from dpsql.policy import Policy, TablePolicy
-
-#: Statement kinds that can never run through an analyst connection.
-_STATEMENT_NAMES = {
-    exp.Create: "CREATE",
-    exp.Insert: "INSERT",
-    exp.Update: "UPDATE",
-    exp.Delete: "DELETE",
-    exp.Drop: "DROP",
-    exp.Alter: "ALTER",
-    exp.Pragma: "PRAGMA",
-    exp.Set: "SET",
-    exp.Attach: "ATTACH",
-    exp.Detach: "DETACH",
-    exp.Copy: "COPY",
-    exp.Install: "INSTALL",
-    exp.Use: "USE",
-    exp.Merge: "MERGE",
-    exp.Describe: "DESCRIBE",
-}
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
@@ -91,7 +74,7 @@ class Bound:
     #: for each group expression, the source column it reads directly (for public key domains)
     group_columns: list[str | None] = field(default_factory=list)
     aggregates: list[BoundAggregate] = field(default_factory=list)
-    #: post-processing SELECT over the noisy table ``__noisy(k0.., a0..)``
+    #: post-processing SELECT over the noisy table ``__noisy(__k0.., __a0..)``
     outer: exp.Select | None = None
     output_names: list[str] = field(default_factory=list)
     #: when the post-processing only renames columns (and orders by the keys), the source
@@ -114,13 +97,8 @@ def bind(parsed: DPQuery, policy: Policy, catalog: Catalog) -> Bound:
     options = parse_options(parsed.option_items())
     query = parsed.this
     explain = bool(parsed.args.get("explain"))
-    for kind, name in _STATEMENT_NAMES.items():
-        if isinstance(query, kind):
-            _refuse(f"{name} statements are not allowed; dpsql answers SELECT queries only")
-    if not isinstance(query, exp.Query):
-        _refuse(f"only SELECT queries are allowed, not {type(query).__name__.upper()}")
-
-    _check_functions(query)
+    check_statement(query)
+    check_functions(query)
     tables = _base_tables(query, policy, catalog)
     has_dp = any(isinstance(n, DPAggregate) for n in query.find_all(DPAggregate))
     private = sorted({tp.name for tp in tables if not tp.public})
@@ -145,18 +123,6 @@ def bind(parsed: DPQuery, policy: Policy, catalog: Catalog) -> Bound:
             "are not allowed" if private else "DP aggregates must be in a single SELECT"
         )
     return _bind_select(query, options, explain, policy, catalog, private[0] if private else "")
-
-
-def _check_functions(query: exp.Expression) -> None:
-    for node in query.find_all(exp.Anonymous, exp.Func):
-        name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
-        if name.startswith(("read_", "duckdb_", "pragma_", "glob", "sniff_")) or name in (
-            "current_setting",
-            "getenv",
-            "query",
-            "query_table",
-        ):
-            _refuse(f"function {name}() is not allowed in dpsql queries")
 
 
 def _base_tables(query: exp.Expression, policy: Policy, catalog: Catalog) -> list[TablePolicy]:
@@ -241,8 +207,8 @@ def _bind_select(
         _check_rowwise(g, source, "GROUP BY")
         group_columns.append(source.columns.get(g.name.lower()) if isinstance(g, exp.Column) else None)
 
-    outer, names = _outer(select, index_of, group_exprs, source)
-    _check_post_processing(select, source.table.name)
+    outer, names = build_outer(select, index_of, group_exprs, source)
+    check_post_processing(select, source.table.name)
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
         isinstance(p.this, exp.Column) for p in outer.expressions
     )
@@ -333,62 +299,9 @@ def _check_rowwise(node: exp.Expression, source: _Source, where: str) -> None:
         _refuse(f"aggregate {fn.sql_name().lower()}() is not allowed in {where} of a DP query")
     if node.find(exp.Window):
         _refuse(f"window functions are not allowed over private table {source.table.name}")
-    _check_total(node, source.table.name, where)
+    check_total(node, source.table.name, where)
     for col in node.find_all(exp.Column):
         _check_column(col, source)
-
-
-#: Functions that fail (or stall, or write) on values the analyst chooses: a failure on some
-#: rows would tell the analyst that such a row exists, so a DP query may not call them. (Other
-#: failures, e.g. of CAST or chr(), are made impossible by the rewrite: TRY_CAST and TRY.)
-_FAILING_FUNCTIONS = ("error", "setseed", "setval", "nextval", "currval", "sleep_ms", "write_log")
-#: Set-returning functions: in a select list they turn one row into many, multiplying what one
-#: privacy unit contributes beyond the sensitivity the mechanisms assume.
-_ROW_MULTIPLYING = ("unnest", "generate_subscripts")
-
-
-def _check_total(node: exp.Expression, table: str, where: str) -> None:
-    """Refuse calls that can fail on chosen values and calls that multiply rows (new refusals)."""
-    for fn in node.find_all(exp.Anonymous, exp.Explode, exp.Unnest):
-        name = "unnest" if isinstance(fn, (exp.Explode, exp.Unnest)) else fn.name.lower()
-        if name in _ROW_MULTIPLYING:
-            _refuse(
-                f"{name}() is not allowed in {where} of a DP query over {table}: it turns one row "
-                "into many, so one person could count more than once"
-            )
-        if name in _FAILING_FUNCTIONS:
-            _refuse(
-                f"function {name}() is not allowed in {where} of a DP query over {table}: "
-                "whether it fails would reveal whether some row exists"
-            )
-
-
-def _check_post_processing(select: exp.Select, table: str) -> None:
-    """Refuse what the post-processing SELECT over the noisy rows cannot run (new refusals).
-
-    The select list, HAVING, ORDER BY, LIMIT and OFFSET run on the noisy table alone, after the
-    budget is charged: a subquery there (it would read tables the noisy table does not hold), a
-    window, a FILTER clause, a non-DP aggregate or a failing function would only fail after the
-    charge.
-    """
-    parts = [("the select list", p) for p in select.expressions]
-    for key, what in (("having", "HAVING"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
-        if select.args.get(key) is not None:
-            parts.append((what, select.args[key]))
-    for what, node in parts:
-        if node.find(exp.Subquery, exp.Exists, exp.Select):
-            _refuse(f"subqueries are not allowed in {what} of a DP query over {table}")
-        if node.find(exp.Window):
-            _refuse(f"window functions are not allowed in {what} of a DP query over {table}")
-        if node.find(exp.Filter):
-            _refuse("FILTER (WHERE ...) is not supported on DP aggregates; put the condition in WHERE")
-        for fn in node.find_all(exp.AggFunc):
-            if not isinstance(fn, DPAggregate) and fn.find_ancestor(DPAggregate) is None:
-                _refuse(
-                    f"aggregate {fn.sql_name().lower()}() over private table {table} is not "
-                    "differentially private; use a DP aggregate (DP_COUNT, DP_SUM, DP_MEAN, ...)"
-                )
-        _check_total(node, table, what)
 
 
 def _check_column(col: exp.Column, source: _Source) -> None:
@@ -491,65 +404,3 @@ def _group_exprs(select: exp.Select) -> list[exp.Expression]:
     return out
 
 
-def _outer(
-    select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], source: _Source
-) -> tuple[exp.Select, list[str]]:
-    """Build the post-processing SELECT over ``__noisy`` and the output column names."""
-    agg_by_id = dict(index_of)
-    group_keys = [g.sql(dialect="duckdb") for g in group_exprs]
-
-    aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
-
-    def replace(node: exp.Expression, where: str) -> exp.Expression:
-        def swap(n: exp.Expression) -> exp.Expression:
-            if id(n) in agg_by_id:
-                return exp.column(f"a{agg_by_id[id(n)]}")
-            if not isinstance(n, exp.Literal) and n.sql(dialect="duckdb") in group_keys:
-                return exp.column(f"k{group_keys.index(n.sql(dialect='duckdb'))}")
-            return n
-
-        out = node.copy()
-        # map ids of the copy back onto the originals by walking both trees in step
-        for orig, new in zip(node.walk(), out.walk()):
-            if id(orig) in agg_by_id:
-                agg_by_id[id(new)] = agg_by_id[id(orig)]
-        out = out.transform(swap, copy=False)
-        for col in out.find_all(exp.Column):
-            if not (col.name.startswith(("a", "k")) and col.name[1:].isdigit() and not col.table):
-                if where != "the select list" and not col.table and col.name.lower() in aliases:
-                    continue
-                if col.name.lower() in source.columns or col.table:
-                    _refuse(
-                        f"column {col.name} of private table {source.table.name} appears in "
-                        f"{where} outside a DP aggregate and the GROUP BY keys"
-                    )
-        return out
-
-    projections: list[exp.Expression] = []
-    names: list[str] = []
-    for proj in select.expressions:
-        if isinstance(proj, exp.Star):
-            _refuse(f"SELECT * would return raw rows of private table {source.table.name}")
-        expr = proj.this if isinstance(proj, exp.Alias) else proj
-        name = proj.alias if isinstance(proj, exp.Alias) else (
-            expr.name if isinstance(expr, exp.Column) else _label(expr)
-        )
-        new = replace(expr, "the select list")
-        projections.append(exp.alias_(new, name, quoted=True))
-        names.append(name)
-    outer = exp.select(*projections).from_("__noisy")
-    if select.args.get("having"):
-        outer = outer.where(replace(select.args["having"].this, "HAVING"))
-    if select.args.get("order"):
-        order = select.args["order"].copy()
-        order.set("expressions", [
-            o.__class__(**{**o.args, "this": replace(o.this, "ORDER BY")}) for o in select.args["order"].expressions
-        ])
-        outer.set("order", order)
-    elif group_exprs:
-        # Without ORDER BY, rows come back in key order rather than hash-join order.
-        outer = outer.order_by(*[exp.column(f"k{j}") for j in range(len(group_exprs))])
-    for key in ("limit", "offset"):
-        if select.args.get(key):
-            outer.set(key, select.args[key].copy())
-    return outer, names

@@ -2,7 +2,7 @@
 
 This runs after the ledger charge has committed. Group rows arrive from DuckDB; each group's
 key survives only if it is public or passes τ-thresholding; each DP aggregate's value is
-released by its mechanism. What comes out is the table ``__noisy(k0.., a0..)`` that the
+released by its mechanism. What comes out is the table ``__noisy(__k0.., __a0..)`` that the
 post-processing SELECT (HAVING / ORDER BY / LIMIT / expressions) runs on.
 """
 
@@ -53,7 +53,7 @@ def release(
             values.append(value)
             reports[j].append(entry)
         out_rows.append(tuple(values))
-    columns = [f"k{j}" for j in range(nkeys)] + [f"a{p.agg.index}" for p in plan.prepared]
+    columns = [f"__k{j}" for j in range(nkeys)] + [f"__a{p.agg.index}" for p in plan.prepared]
     report = [_summarise(p_entries, prep) for p_entries, prep in zip(reports, plan.prepared)]
     suppressed = len(rows) - kept if plan.selection is not None else None
     return Released(columns=columns, rows=out_rows, report=report, groups_suppressed=suppressed)

@@ -208,7 +208,7 @@ def first_value(out: Released) -> Output:
     """The first DP aggregate of the single output row; ``None`` if no row was released."""
     if not out.rows:
         return None
-    nkeys = sum(1 for c in out.columns if c.startswith("k"))
+    nkeys = sum(1 for c in out.columns if c.startswith("__k"))
     return out.rows[0][nkeys]
 
 
@@ -216,7 +216,7 @@ def value_of_key(key: t.Any, column: int = 0) -> t.Callable[[Released], Output]:
     """The ``column``-th DP aggregate of the group ``key``; ``None`` if that group was not released."""
 
     def pick(out: Released) -> Output:
-        nkeys = sum(1 for c in out.columns if c.startswith("k"))
+        nkeys = sum(1 for c in out.columns if c.startswith("__k"))
         for row in out.rows:
             if row[0] == key:
                 return row[nkeys + column]
@@ -229,7 +229,7 @@ def values_of_keys(keys: t.Sequence[t.Any], column: int = 0) -> t.Callable[[Rele
     """A vector: the ``column``-th DP aggregate of each group in ``keys`` (all must be released)."""
 
     def pick(out: Released) -> Output:
-        nkeys = sum(1 for c in out.columns if c.startswith("k"))
+        nkeys = sum(1 for c in out.columns if c.startswith("__k"))
         by_key = {row[0]: row[nkeys + column] for row in out.rows}
         return tuple(by_key[k] for k in keys)
 
