@@ -115,6 +115,11 @@ def open_connection(args: argparse.Namespace) -> t.Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "sensitivity":  # administrators only: reads raw data, no policy
+        from dpsql.sensitivity_report import main as sensitivity_main
+
+        return sensitivity_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.command and args.file:

@@ -3,6 +3,8 @@
 from dpsql.mechanisms import additive  # noqa: F401  (registers laplace, gaussian)
 from dpsql.mechanisms import exponential  # noqa: F401  (registers exponential)
 from dpsql.mechanisms import saa  # noqa: F401  (registers saa)
+from dpsql.mechanisms import ptr  # noqa: F401  (registers ptr)
+from dpsql.mechanisms import smooth  # noqa: F401  (registers smooth)
 from dpsql.mechanisms.base import REGISTRY, Context, Mechanism, NoisyPart, Prepared, ReportEntry, register
 
 __all__ = ["REGISTRY", "Context", "Mechanism", "NoisyPart", "Prepared", "ReportEntry", "register"]

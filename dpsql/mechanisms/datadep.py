@@ -1,0 +1,293 @@
+"""Pieces shared by the data-dependent mechanisms ``ptr`` and ``smooth`` (SPEC §4.2).
+
+Neighbouring relation and group privacy (:func:`calibrate`)
+    The row-level quantities of :mod:`dpsql.sensitivity` are for one row step. dpsql runs them
+    on the clipped, non-NULL values of one group (after WHERE), where a privacy unit can cause
+
+    * ``add_remove``: up to m row additions or removals (m = ``ctx.max_rows``);
+    * ``replace``, no GROUP BY: up to m steps, each a change of one value, or (when the value
+      becomes NULL, or leaves or enters the WHERE filter) an addition or a removal: the
+      *union* relation. The formulas used are valid for all three kinds of step: for
+      quantiles the NRS order-statistic form (A(0) = NRS value ≥ LS under either relation;
+      ``sensitivity``'s ``replace`` model for n ≥ 1, its ``add_remove`` model for n = 0, where
+      ``replace`` would claim no neighbours); for the mean Â(k) = W/max(n − k, 1) (any dataset of
+      size n' ≥ 1 has LS ≤ W/n' under both relations, and its size is at least n − k);
+    * ``replace`` with GROUP BY: a changed row can leave one group and join another, so 2m steps
+      of the union relation.
+
+    With s steps, the mechanism is calibrated for one step at ε_r = ε/s and
+    δ_r = δ/Σ_{i<s} e^{i·ε_r}; group privacy (Dwork & Roth 2014, §2.3, proved by chaining s
+    steps: P[M(x_0) ∈ E] ≤ e^{sε_r}·P[M(x_s) ∈ E] + Σ_{i<s} e^{iε_r}·δ_r) then gives (ε, δ)
+    for the unit. A single row step touches one group, so per-group releases compose in
+    parallel. For s = 1 nothing changes.
+
+Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
+    Per group, one hash pass over the clipped values builds a histogram of ``BUCKETS`` equal
+    buckets on [L, U] (count, min, max); a window sum gives cumulative counts, n and the target
+    rank r = max(1, ⌈p·n⌉) (exact, in integer arithmetic with p as its shortest decimal, as
+    :func:`dpsql.sensitivity.rank`). Only the buckets holding a rank of the window
+    [r − h − 1, r + h + 1] are kept; a bucket with a single value (every bucket of an integer
+    column such as age) is already exact, and the values of the others are counted in a second
+    pass that joins the source to those few buckets. Nothing sorts the table. The result is the
+    list of distinct values {v, c, r} (value, multiplicity, cumulative rank) covering the window.
+"""
+
+from __future__ import annotations
+
+import math
+import typing as t
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpsql import noise as _noise
+from dpsql import sensitivity as sens
+from dpsql.budget import Cost
+from dpsql.errors import PrivacyError
+
+if t.TYPE_CHECKING:
+    from dpsql.mechanisms.base import Context
+
+#: Buckets of the first histogram pass (a power of two: cheap hash aggregate, few values each).
+BUCKETS = 1024
+#: The truncation of the smooth bound: tail term (U − L)·e^{−β(K+1)} at most TOL·(U − L) ...
+TRUNCATION_TOL = 1e-12
+#: ... with K at most this many ranks on each side of r.
+MAX_WINDOW = 4096
+#: Largest denominator of p (its shortest decimal) for the exact integer rank in SQL.
+MAX_DENOMINATOR = 10**30
+#: Data-dependent noise scales are sampled on the grid 2^k, k = grid_exponent(U − L) − GRID_SHIFT
+#: (public), so that the grid never depends on the data (Mironov 2012; dpsql.noise).
+GRID_SHIFT = 10
+
+
+# ----------------------------------------------------------------------------- calibration
+@dataclass(frozen=True)
+class Calibration:
+    """How a unit's change maps onto row steps, and the per-step budget."""
+
+    relation: str  # "add_remove", or "replace" meaning the union relation (module docstring)
+    steps: int
+    epsilon: float  # per step
+    delta: float  # per step
+    why: str
+
+    def model_relation(self, n: int) -> str:
+        """The :mod:`dpsql.sensitivity` relation whose quantile model is valid here."""
+        return sens.ADD_REMOVE if self.relation == sens.ADD_REMOVE or n == 0 else sens.REPLACE
+
+
+def calibrate(ctx: "Context", cost: Cost) -> Calibration:
+    """Per-step ε and δ for the context (module docstring)."""
+    m = int(ctx.max_rows)
+    if ctx.neighbouring == "replace":
+        steps = 2 * m if ctx.grouped else m
+        why = ("replace with GROUP BY: a row can move between groups, 2 steps per row"
+               if ctx.grouped else "replace: one value changes, appears or disappears per row")
+        relation = sens.REPLACE
+    else:
+        steps, relation, why = m, sens.ADD_REMOVE, "add_remove: one row added or removed per row"
+    if steps > 1:
+        why += f"; {steps} steps per unit (group privacy)"
+    eps = cost.epsilon / steps
+    delta = cost.delta / math.fsum(math.exp(i * eps) for i in range(steps)) if cost.delta else 0.0
+    return Calibration(relation, steps, eps, delta, why)
+
+
+# ----------------------------------------------------------------------------- the mean from n
+def mean_smooth(n: int, beta: float, lower: float, upper: float, relation: str) -> float:
+    """β-smooth upper bound on LS of the clipped mean, from n alone."""
+    if relation == sens.ADD_REMOVE:
+        return sens.mean_smooth_sensitivity(n, beta, lower, upper, relation)
+    w = upper - lower  # union: Â(k) = W/max(n − k, 1), log-convex in k on [0, n − 1]
+    return max(w / max(n, 1), w * math.exp(-beta * max(n - 1, 0)))
+
+
+def mean_distance(n: int, b: float, lower: float, upper: float, relation: str) -> int:
+    """PTR distance of the clipped mean from n alone (capped at sensitivity.MAX_DISTANCE)."""
+    if relation == sens.ADD_REMOVE:
+        return sens.mean_distance(n, b, lower, upper, relation)
+    w = upper - lower  # union: least k with W/max(n − k, 1) > b
+
+    def high(k: int) -> bool:
+        return w / max(n - k, 1) > b
+
+    if not high(max(n - 1, 0)):
+        return sens.MAX_DISTANCE
+    k = max(0, min(n - 1, math.floor(n - w / b) + 1))
+    while k > 0 and high(k - 1):
+        k -= 1
+    while not high(k):
+        k += 1
+    return k
+
+
+# ----------------------------------------------------------------------------- ranks
+def exact_p(p: float, label: str) -> Fraction:
+    """p as its shortest decimal, refused if the exact rank would overflow SQL integers."""
+    q = Fraction(repr(float(p)))
+    if q.denominator > MAX_DENOMINATOR:
+        raise PrivacyError(f"{label}: the quantile {p!r} has too many decimals for an exact rank")
+    return q
+
+
+def truncation(beta: float, lower: float, upper: float) -> int:
+    """K of the truncated smooth bound (SPEC §4.2)."""
+    return min(sens.truncation_k(beta, lower, upper, TRUNCATION_TOL * (upper - lower)), MAX_WINDOW)
+
+
+def public_grid(lower: float, upper: float) -> int:
+    """Exponent of the public output grid for data-dependent noise scales."""
+    return _noise.grid_exponent(upper - lower) - GRID_SHIFT
+
+
+def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
+                  last: int) -> np.ndarray:
+    """Order statistics x_first..x_last from distinct points {v, c, r} (r: cumulative rank)."""
+    if last < first:
+        return np.zeros(0)
+    vals, counts = [], []
+    for pt in points or ():
+        v, c, r = float(pt["v"]), int(pt["c"]), int(pt["r"])
+        lo, hi = max(r - c + 1, first), min(r, last)
+        if lo <= hi:
+            vals.append(v)
+            counts.append(hi - lo + 1)
+    out = np.repeat(np.asarray(vals, dtype=np.float64), np.asarray(counts, dtype=np.int64))
+    if out.size != last - first + 1:  # pragma: no cover - the SQL always covers the window
+        raise AssertionError(f"order statistics {first}..{last} are incomplete ({out.size} found)")
+    return out
+
+
+# ----------------------------------------------------------------------------- SQL
+def _num(x: float) -> str:
+    return f"CAST({float(x)!r} AS DOUBLE)"
+
+
+class _Names:
+    def __init__(self, keys: list[str], tag: str) -> None:
+        self.keys, self.tag = keys, tag
+
+    def __getattr__(self, name: str) -> str:
+        return f"__{self.tag}_{name}"
+
+    def cols(self, alias: str = "") -> str:
+        a = f"{alias}." if alias else ""
+        return "".join(f"{a}{k}, " for k in self.keys)
+
+    def match(self, left: str, right: str) -> str:
+        return "".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k} AND " for k in self.keys)
+
+    def part(self) -> str:
+        return ("PARTITION BY " + ", ".join(self.keys) + " ") if self.keys else ""
+
+    def group(self, alias: str = "") -> str:
+        a = f"{alias}." if alias else ""
+        return ("GROUP BY " + ", ".join(a + k for k in self.keys)) if self.keys else ""
+
+
+def _ctes(source: str, v: str, lower: float, upper: float, p: Fraction, half: int,
+          nm: _Names) -> str:
+    """CTEs up to ``pts`` (distinct values {val, c, cum} with r and n) and ``g`` (n, r)."""
+    scale = BUCKETS / (upper - lower)
+
+    def bucket(x: str) -> str:
+        return f"LEAST(CAST(FLOOR(({x} - {_num(lower)}) * {_num(scale)}) AS BIGINT), {BUCKETS - 1})"
+
+    kc, part = nm.cols(), nm.part()
+    near = f"__cum >= __r - {half + 1} AND __cum - __c < __r + {half + 1}"
+    return f"""{nm.h} AS (
+  SELECT {kc}{bucket(v)} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
+  FROM {source} WHERE {v} IS NOT NULL GROUP BY ALL
+), {nm.hr} AS (
+  SELECT *, GREATEST(1, (CAST(__n AS HUGEINT) * {p.numerator} + {p.denominator - 1}) // {p.denominator}) AS __r
+  FROM (SELECT *, SUM(__c) OVER ({part}ORDER BY __b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __cum,
+               SUM(__c) OVER ({part.strip()}) AS __n FROM {nm.h})
+), {nm.need} AS (
+  SELECT * FROM {nm.hr} WHERE {near}
+), {nm.multi} AS (
+  SELECT {kc}__b, __cum - __c AS __below, __r, __n, __lo, __hi FROM {nm.need} WHERE __lo < __hi
+), {nm.vals0} AS (
+  SELECT {kc}{bucket(v)} AS __b, {v} AS __val, COUNT(*) AS __c FROM {source}
+  WHERE {v} BETWEEN (SELECT MIN(__lo) FROM {nm.multi}) AND (SELECT MAX(__hi) FROM {nm.multi})
+  GROUP BY ALL
+), {nm.vals} AS (
+  SELECT {nm.cols('m')}m.__b, a.__val, a.__c, m.__below, m.__r, m.__n
+  FROM {nm.vals0} AS a JOIN {nm.multi} AS m ON {nm.match('a', 'm')}a.__b = m.__b
+), {nm.pts} AS (
+  SELECT * FROM (
+    SELECT {kc}__lo AS __val, __c, __cum, __r, __n FROM {nm.need} WHERE __lo = __hi
+    UNION ALL
+    SELECT {kc}__val, __c, __below + SUM(__c) OVER (PARTITION BY {kc}__b ORDER BY __val
+             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __cum, __r, __n FROM {nm.vals}
+  ) WHERE {near}
+), {nm.g} AS (
+  SELECT {kc}ANY_VALUE(__n) AS __n, ANY_VALUE(__r) AS __r FROM {nm.hr} {nm.group()}
+)"""
+
+
+def points_sql(source: str, keys: list[str], v: str, lower: float, upper: float, p: Fraction,
+               half: int, column: str, n_column: str, tag: str = "w") -> str:
+    """Per group: ``column`` = LIST of {v, c, r} covering ranks [r − half − 1, r + half + 1],
+    and ``n_column`` = n (both NULL when the group has no values)."""
+    nm = _Names(keys, tag)
+    return f"""WITH {_ctes(source, v, lower, upper, p, half, nm)}
+SELECT {nm.cols('g')}LIST({{'v': w.__val, 'c': w.__c, 'r': w.__cum}} ORDER BY w.__val)
+         FILTER (WHERE w.__val IS NOT NULL) AS {column}, ANY_VALUE(g.__n) AS {n_column}
+FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {nm.match('g', 'w')}TRUE
+GROUP BY {nm.cols('g')}g.__n"""
+
+
+def distance_sql(source: str, keys: list[str], v: str, lower: float, upper: float, p: Fraction,
+                 b: float, cap: int, add_remove: bool, columns: tuple[str, str, str],
+                 tag: str = "d") -> str:
+    """Per group: PTR distance D = min(D(x, b), cap) of the quantile p, with n and x_r.
+
+    D is the pair form min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order
+    statistics (x_0 = L, x_{n+1} = U), computed by an inequality join of the candidates for
+    i (largest rank ≤ r of each value) and j (smallest rank ≥ r) inside the window
+    [r − cap, r + cap]; pairs outside it have j − i − 1 ≥ cap. Under ``add_remove`` it is
+    0 if the exact LS exceeds b and otherwise max(1, pair form): dpsql.sensitivity's
+    ``add_remove`` D (A(0) = LS, A(k ≥ 1) = NRS). ``columns``: names of D, n and x_r.
+    """
+    nm = _Names(keys, tag)
+    kc, dcol, ncol, fcol = nm.cols(), *columns
+    lo, hi, bb = _num(lower), _num(upper), _num(b)
+    num, den = p.numerator, p.denominator
+
+    def rank_of(n: str) -> str:
+        return f"GREATEST(1, (CAST({n} AS HUGEINT) * {num} + {den - 1}) // {den})"
+
+    def x_at(k: str) -> str:  # padded order statistic x_k from the points joined to g
+        return (f"CASE WHEN {k} <= 0 THEN {lo} WHEN {k} > g.__n THEN {hi} ELSE "
+                f"MIN(w.__val) FILTER (WHERE w.__cum - w.__c < {k} AND {k} <= w.__cum) END")
+
+    def x_near(k: str) -> str:  # k in {r - 1, r, r + 1}
+        return f"(CASE {k} - __r WHEN -1 THEN __xm WHEN 0 THEN __x0 ELSE __xp END)"
+
+    ls = (f"GREATEST(ABS({x_near('__rp')} - __x0), ABS({x_near('__rp - 1')} - __x0), "
+          f"CASE WHEN __n >= 1 THEN GREATEST(ABS({x_near('__rm')} - __x0), "
+          f"ABS({x_near('__rm + 1')} - __x0)) ELSE 0 END)")
+    pair = f"COALESCE(pd.__d, {cap})"
+    dist = (f"CASE WHEN s.__ls > {bb} THEN 0 ELSE GREATEST(1, {pair}) END" if add_remove else pair)
+    return f"""WITH {_ctes(source, v, lower, upper, p, cap - 1, nm)}, {nm.lf} AS (
+  SELECT {kc}LEAST(__cum, __r) AS __i, __val AS __x FROM {nm.pts} WHERE __cum - __c + 1 <= __r
+  UNION ALL SELECT {kc}0, {lo} FROM {nm.g}
+), {nm.rt} AS (
+  SELECT {kc}GREATEST(__cum - __c + 1, __r) AS __j, __val AS __x FROM {nm.pts} WHERE __cum >= __r
+  UNION ALL SELECT {kc}__n + 1, {hi} FROM {nm.g}
+), {nm.pd} AS (
+  SELECT {nm.cols('a')}MIN(b.__j - a.__i - 1) AS __d
+  FROM {nm.lf} AS a JOIN {nm.rt} AS b ON {nm.match('a', 'b')}b.__x - a.__x > {bb}
+  {nm.group('a')}
+), {nm.xs} AS (
+  SELECT {nm.cols('g')}g.__n AS __n, g.__r AS __r, {x_at('g.__r - 1')} AS __xm, {x_at('g.__r')} AS __x0,
+         {x_at('g.__r + 1')} AS __xp, {rank_of('g.__n + 1')} AS __rp, {rank_of('g.__n - 1')} AS __rm
+  FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {nm.match('g', 'w')}TRUE
+  GROUP BY {nm.cols('g')}g.__n, g.__r
+), {nm.ls} AS (
+  SELECT *, {ls} AS __ls FROM {nm.xs}
+)
+SELECT {nm.cols('s')}LEAST({cap}, {dist}) AS {dcol}, s.__n AS {ncol}, s.__x0 AS {fcol}
+FROM {nm.ls} AS s LEFT JOIN {nm.pd} AS pd ON {nm.match('s', 'pd')}TRUE"""

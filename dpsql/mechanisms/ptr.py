@@ -1,0 +1,205 @@
+"""Propose-test-release for DP_MEAN, DP_MEDIAN and DP_QUANTILE: ``WITH (mechanism = 'ptr',
+bound = b, epsilon = ..., delta = ...)``.
+
+Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
+    The analyst proposes b, a bound on the local sensitivity of f (the exact mean of the
+    clipped values, or their order statistic of rank r = max(1, ⌈p·n⌉), as in
+    :mod:`dpsql.sensitivity`). D = D(f, x, b), the number of row steps from x to a dataset
+    whose local sensitivity exceeds b, is computed exactly, capped at C. With Z a discrete
+    Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
+    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way.
+
+Guarantee
+    (ε₁ + ε₂, δ)-DP per row step. Let x, x' be neighbours. If |f(x) − f(x')| ≤ b, the test
+    is ε₁-DP (D has sensitivity 1; the geometric mechanism, Ghosh, Roughgarden & Sundararajan
+    2009) and the release ε₂-DP (Laplace, with dpsql.noise's grid slack). Otherwise
+    LS(x) > b and LS(x') > b, so D(x) = D(x') = 0, both runs fail the test with the same
+    probability and pass with probability P[Z ≥ j] ≤ δ. The threshold j is the least integer
+    with P[Z ≥ j] = e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, at least SPEC's T = ln(1/(2δ))/ε₁ (which makes
+    the continuous Laplace tail ½e^{−ε₁T} equal δ). Capping D at C = j + ⌈30/ε₁⌉ keeps it
+    1-sensitive and no larger, and a test with D ≥ C fails with probability below e^{−30}.
+
+Corrections to the seeds
+    Seed 000 tests against ln(2/δ)/(2ε), which a Laplace(1/ε) draw exceeds at D = 0 with
+    probability ½·sqrt(δ/2) ≫ δ: not used. Seed 002 adds the noise to the local sensitivity
+    instead of the distance D: not used. Seed 000's D for the mean (first k with
+    U/(n − k + 1) ≥ b) is replaced by the correct one below.
+
+Budget split
+    ε₁ = ε₂ = ε/2 (shown by EXPLAIN); the whole δ goes to the test. With group privacy
+    (s row steps per unit, see :mod:`dpsql.mechanisms.datadep`) each step gets ε/s and
+    δ/Σ_{i<s} e^{iε/s}, split the same way.
+
+Neighbouring relation and D
+    mean: from n alone. ``add_remove``: min{k : (U − L)/max(n − k, 2) > b}
+    (:func:`dpsql.sensitivity.mean_distance`); ``replace`` (union relation):
+    min{k : (U − L)/max(n − k, 1) > b}. Quantiles, in DuckDB: the pair form
+    min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order statistics (NRS 2007,
+    seed 003 slide 18: exact under ``replace``, an upper bound on A under ``add_remove``);
+    under ``add_remove`` it is 0 when the exact LS exceeds b and at least 1 otherwise,
+    which is :func:`dpsql.sensitivity.distance_to_instability`'s D for that relation. Both
+    are checked against brute force in ``tests/test_sensitivity.py`` and
+    ``tests/test_ptr_smooth.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import typing as t
+
+import sqlglot
+from sqlglot import exp
+
+from dpsql import noise as _noise
+from dpsql import sensitivity as sens
+from dpsql.budget import Cost
+from dpsql.errors import OptionError
+from dpsql.mechanisms import datadep
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, register
+
+if t.TYPE_CHECKING:
+    from dpsql.bind import BoundAggregate
+    from dpsql.noise import NoiseSource
+
+#: Share of each step's ε spent on the test (the rest on the release).
+TEST_SHARE = 0.5
+#: The cap on D lies this many test-noise scales above the threshold.
+CAP_MARGIN = 30.0
+
+
+def test_threshold(scale: float, delta: float) -> int:
+    """Least integer j >= 1 with P[Z >= j] <= δ for P[Z = z] ∝ exp(−|z|/scale)."""
+    q = math.exp(-1.0 / scale)
+
+    def tail(j: int) -> float:
+        return math.exp(-j / scale) / (1.0 + q)
+
+    target = delta * (1.0 - 1e-12)  # margin for the rounding of exp and log
+    j = max(1, math.ceil(scale * math.log(1.0 / (target * (1.0 + q)))))
+    while j > 1 and tail(j - 1) <= target:
+        j -= 1
+    while tail(j) > target:
+        j += 1
+    return j
+
+
+def continuous_threshold(epsilon: float, delta: float) -> float:
+    """SPEC's T = ln(1/(2δ))/ε₁: P[Lap(1/ε₁) > T] = δ."""
+    return math.log(1.0 / (2.0 * delta)) / epsilon
+
+
+class _PTRPrepared(Prepared):
+    mechanism = "ptr"
+
+    def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
+        super().__init__(agg, ctx, cost)
+        opts = ctx.options
+        if opts.bound is None:
+            raise OptionError(
+                "mechanism 'ptr' needs option 'bound' (the proposed bound b on the local sensitivity): "
+                "add WITH (mechanism = 'ptr', bound = ..., ...)")
+        if cost.delta <= 0:
+            raise OptionError("mechanism 'ptr' needs option 'delta' > 0 (the chance that its test "
+                              "passes by accident)")
+        if opts.noise is not None:
+            raise OptionError("option 'noise' applies to mechanism 'smooth' only, not 'ptr'")
+        assert agg.lower is not None and agg.upper is not None
+        self.lower, self.upper = float(agg.lower), float(agg.upper)
+        self.b = float(opts.bound)
+        self.stat = "mean" if agg.statistic == "mean" else "quantile"
+        self.p = datadep.exact_p(agg.quantile, agg.label) if self.stat == "quantile" else None
+        self.cal = datadep.calibrate(ctx, cost)
+        self.eps_test = self.cal.epsilon * TEST_SHARE
+        self.eps_release = self.cal.epsilon - self.eps_test
+        self.test_scale = _noise.laplace_scale(1.0, self.eps_test, integer=True)
+        self.threshold = test_threshold(self.test_scale, self.cal.delta)
+        self.cap = self.threshold + math.ceil(CAP_MARGIN * self.test_scale)
+        self.scale = _noise.laplace_scale(self.b, self.eps_release)
+        i = agg.index
+        self.columns = (f"a{i}_ptr_d", f"a{i}_ptr_n", f"a{i}_ptr_f")
+
+    # -- SQL ---------------------------------------------------------------------------------
+
+    def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
+        assert v is not None
+        out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy())}
+        if self.stat == "mean":
+            out["mean"] = exp.Avg(this=v.copy())
+        return out
+
+    def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+        if self.stat == "mean":
+            return None
+        assert v is not None and self.p is not None
+        sql = datadep.distance_sql(source, keys, v, self.lower, self.upper, self.p, self.b, self.cap,
+                                   self.cal.relation == sens.ADD_REMOVE, self.columns)
+        return t.cast(exp.Select, sqlglot.parse_one(sql, read="duckdb"))
+
+    # -- release -----------------------------------------------------------------------------
+
+    def distance(self, stats: t.Mapping[str, t.Any]) -> tuple[int, float, int]:
+        """(D capped at C, f(x), n) from one group's exact statistics."""
+        n = int(num(stats.get("n")))
+        if self.stat == "mean":
+            f = num(stats.get("mean")) if n else (self.lower + self.upper) / 2
+            d = datadep.mean_distance(n, self.b, self.lower, self.upper, self.cal.relation)
+            return min(d, self.cap), f, n
+        if n == 0:  # only the padding: x_0 = L, x_1 = U
+            return (0 if self.upper - self.lower > self.b else self.cap), self.upper, 0
+        dcol, _, fcol = self.columns
+        return int(stats[dcol]), float(stats[fcol]), n
+
+    def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
+        d, f, _ = self.distance(stats)
+        if d + noise.laplace_int(0, self.test_scale) < self.threshold:
+            return None, self._report(
+                "⊥ (NULL): the test failed, the data may be too close to a dataset whose local "
+                f"sensitivity exceeds bound={fmt(self.b)}; the budget was spent all the same", passed=False)
+        value = clamp(noise.laplace(f, self.scale), self.lower, self.upper)
+        return value, self._report(f"test passed; Laplace noise for the proposed bound {fmt(self.b)}")
+
+    def _report(self, note: str, passed: bool = True) -> ReportEntry:
+        return ReportEntry(
+            column=self.label, mechanism=self.mechanism, epsilon=self.cost.epsilon,
+            delta=self.cost.delta, sensitivity=self.b, scale=self.scale, distribution="Laplace",
+            ci_half_width=_noise.laplace_ci(self.scale, self.ctx.confidence) if passed else None,
+            note=note)
+
+    def explain(self) -> dict[str, str]:
+        source = ("from n alone" if self.stat == "mean" else
+                  f"in DuckDB from the order statistics of ranks r ± {self.cap} (histogram pass, no sort)")
+        return {
+            "bounds": f"[{fmt(self.lower)}, {fmt(self.upper)}]",
+            "proposed bound": f"b = {fmt(self.b)}",
+            "split": (f"ε₁ = ε₂ = {fmt(self.eps_test)} (test, release) per step, δ = {self.cal.delta:.3g} "
+                      "to the test"),
+            "distance": f"D = D(f, x, b) {source}, capped at {self.cap}",
+            "test": (f"NULL (⊥) unless D + discrete Laplace(1/ε₁ = {fmt(self.test_scale)}) ≥ {self.threshold} "
+                     f"(T = ln(1/(2δ))/ε₁ = {fmt(continuous_threshold(self.eps_test, self.cal.delta))})"),
+            "release": f"f(x) + Laplace(b = {fmt(self.scale)}); budget spent even on ⊥",
+            "relation": self.cal.why,
+        }
+
+
+@register
+class ProposeTestRelease(Mechanism):
+    """Propose-test-release (Dwork & Lei 2009) for the mean and quantiles; module docstring.
+
+    Guarantee: (ε, δ)-DP; refused without ``bound`` or with δ = 0 (OptionError naming the key).
+    Neighbouring relation: both (``add_remove`` formulas, or under ``replace`` ones valid for a
+    change, addition or removal of a value), with group privacy over the rows of a unit.
+    Constants: ε₁ = ε₂ = ε/2 (this module's choice); threshold j = least integer with
+    e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, the discrete form of SPEC §4.2's T = ln(1/(2δ))/ε₁ (≥ T);
+    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:mod:`dpsql.sensitivity`), of quantiles by the
+    NRS 2007 order-statistic formula (seed 003 slide 18), exact under ``replace``; under
+    ``add_remove`` it bounds A from above (with the exact LS at k = 0), so D is a lower bound
+    on the true distance and the test stays valid.
+    """
+
+    name = "ptr"
+    statistics = frozenset({"mean", "median", "quantile"})
+    uses_delta = True
+
+    def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
+        self.check(agg, ctx)
+        return _PTRPrepared(agg, ctx, cost)
