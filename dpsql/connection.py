@@ -17,17 +17,16 @@ import duckdb
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
-from dpsql import dialect
-from dpsql.bind import Bound, bind
+    from dpsql.bind import Bound
+    from dpsql.plan import Plan
+    from dpsql.rewrite import Rewritten
+
 from dpsql.budget import Cost, format_cost, to_kind
 from dpsql.errors import BindError, Error, ExecutionError, OptionError, PolicyError
 from dpsql.ledger import Entry, Ledger
 from dpsql.noise import NoiseSource, default_noise
-from dpsql.plan import Plan, plan
 from dpsql.policy import Policy, load_policy
-from dpsql.release import release
 from dpsql.result import Result
-from dpsql.rewrite import Rewritten, rewrite
 
 #: Settings applied to every analyst connection before the configuration is locked.
 HARDENING = (
@@ -157,7 +156,14 @@ class Connection:
 
     # -- pipeline -----------------------------------------------------------------------------
 
-    def _prepare(self, query: str) -> tuple[Bound, Plan | None, Rewritten | None]:
+    def _prepare(self, query: str) -> tuple["Bound", "Plan | None", "Rewritten | None"]:
+        # The pipeline (sqlglot, the mechanisms, numpy) is imported on the first query, so
+        # that opening a connection, and the shell's first prompt, stay fast.
+        from dpsql import dialect
+        from dpsql.bind import bind
+        from dpsql.plan import plan
+        from dpsql.rewrite import rewrite
+
         parsed = dialect.parse(query)
         bound = bind(parsed, self.policy, self._columns)
         if bound.public:
@@ -222,6 +228,8 @@ class Connection:
             ) from None
         self.ledger.charge(amount, query=query.strip(), detail="; ".join(p.mechanisms))
         try:
+            from dpsql.release import release
+
             released = release(p, rw, names, rows, self.noise)
             table = self._post_process(p, released.columns, released.rows)
         except (ValueError, ArithmeticError, duckdb.Error):

@@ -14,10 +14,8 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as _np
-from numpy.random import PCG64, Generator  # insecure test mode (SeededNoise) only
-
 if TYPE_CHECKING:
+    import numpy as _np
     import opendp.prelude as dp
 
 __all__ = ["GRID_BITS", "grid_exponent", "grid_points", "snap", "laplace_scale",
@@ -38,7 +36,15 @@ def _opendp():  # noqa: ANN202 - the opendp.prelude module
 
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-_NODES, _WEIGHTS = (v.tolist() for v in _np.polynomial.legendre.leggauss(24))
+
+
+@functools.lru_cache(maxsize=1)
+def _gauss_legendre() -> list[tuple[float, float]]:
+    """24-point Gauss–Legendre nodes and weights (numpy is imported on first use)."""
+    import numpy
+
+    nodes, weights = numpy.polynomial.legendre.leggauss(24)
+    return list(zip(nodes.tolist(), weights.tolist()))
 _CAUCHY4_BOUND = (math.sqrt(2.0) + 1.0) / 2.0  # max of (1 + z²)/(1 + z⁴), at z² = √2 - 1
 
 
@@ -144,7 +150,7 @@ def _log_delta_unit(s: float, epsilon: float) -> float:
     log_phi1 = -0.5 * x1 * x1 - _LOG_SQRT_2PI
     if q < 0.5:
         return log_phi1 + log_r1 + math.log1p(-q)
-    nodes = zip(_NODES, _WEIGHTS)
+    nodes = _gauss_legendre()
     return log_phi1 + math.log(a * math.fsum(w * _one_minus_x_mills(b + a * t) for t, w in nodes))
 
 
@@ -425,6 +431,8 @@ class SeededNoise(NoiseSource):
 
     def __init__(self, seed: int) -> None:
         self.seed = int(seed)
+        from numpy.random import PCG64, Generator  # insecure test mode only
+
         self._gen = Generator(PCG64(self.seed))
 
     def _randbits(self, n: int) -> int:

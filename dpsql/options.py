@@ -14,9 +14,7 @@ from sqlglot import exp
 
 from dpsql.errors import OptionError
 
-MECHANISMS = ("laplace", "gaussian", "ptr", "smooth", "saa", "exponential", "auto")
-AGGREGATORS = ("mean", "winsorized")
-SMOOTH_NOISE = ("laplace", "cauchy")
+from dpsql.keywords import AGGREGATORS, MECHANISMS, OPTION_KEYS, SMOOTH_NOISE  # noqa: F401
 
 #: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
 MAX_CHUNKS = 1_000_000
@@ -168,7 +166,7 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
         elif key == "keys":
             values[key] = _keys(node)
         else:
-            known = "mechanism, epsilon, delta, rho, bound, chunks, confidence, keys, aggregator, noise"
+            known = ", ".join(OPTION_KEYS)
             raise OptionError(f"unknown option '{raw_key}' (known: {known})")
     if "rho" in values and "epsilon" in values:
         raise OptionError("give either 'epsilon' or 'rho', not both")

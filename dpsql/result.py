@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 
 from dpsql.budget import Cost
-from dpsql.mechanisms.base import ReportEntry, fmt
+from dpsql.report import ReportEntry, fmt
 
 if t.TYPE_CHECKING:
     import pyarrow as pa

@@ -70,3 +70,15 @@ def test_dp_functions_are_typed_nodes() -> None:
     assert kinds == [DPCount, DPSum, DPMean, DPQuantile, DPAgg]
     s = node.this.expressions[1]
     assert s.args["lower"].this == "0" and s.args["upper"].this == "1"
+
+
+def test_keyword_lists_match_the_dialect_and_the_options() -> None:
+    """The dependency-free word lists (used by the shell) name exactly what the parser accepts."""
+    import dataclasses
+
+    from dpsql.dialect import DP_FUNCTIONS
+    from dpsql.keywords import DP_FUNCTION_NAMES, OPTION_KEYS
+    from dpsql.options import Options
+
+    assert set(DP_FUNCTION_NAMES) == set(DP_FUNCTIONS)
+    assert set(OPTION_KEYS) == {f.name for f in dataclasses.fields(Options)} - {"given"}

@@ -23,6 +23,7 @@ from sqlglot import exp
 from dpsql import noise as _noise
 from dpsql.budget import Cost
 from dpsql.errors import PrivacyError
+from dpsql.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
 
 if t.TYPE_CHECKING:
     from dpsql.bind import BoundAggregate
@@ -48,25 +49,6 @@ class Context:
     @property
     def confidence(self) -> float:
         return self.options.confidence
-
-
-@dataclass
-class ReportEntry:
-    """What was spent on one released column, and how accurate it is."""
-
-    column: str
-    mechanism: str
-    epsilon: float
-    delta: float = 0.0
-    rho: float = 0.0
-    sensitivity: float | None = None
-    scale: float | None = None
-    distribution: str = ""
-    ci_half_width: float | None = None
-    note: str = ""
-
-    def as_dict(self) -> dict[str, t.Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -181,14 +163,6 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     """Class decorator: add one instance of ``cls`` to the registry under ``cls.name``."""
     REGISTRY[cls.name] = cls()
     return cls
-
-
-def fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x == 0 or (1e-3 <= abs(x) < 1e6):
-        return f"{x:.6g}"
-    return f"{x:.3e}"
 
 
 def clamp(x: float, lo: float, hi: float) -> float:

@@ -9,21 +9,21 @@ A line that starts with ``.`` or ``\\`` is a special command and is shown as one
 
 from __future__ import annotations
 
-import dataclasses
 import typing as t
 
 from pygments.lexer import bygroups, include, inherit, words
 from pygments.lexers.sql import SqlLexer
 from pygments.token import Keyword, Name, Number, Punctuation, String, Text, Whitespace
 
-from dpsql.dialect import DP_FUNCTIONS
-from dpsql.options import AGGREGATORS, MECHANISMS, SMOOTH_NOISE, Options
+from dpsql.keywords import AGGREGATORS, MECHANISMS, SMOOTH_NOISE
+from dpsql.keywords import DP_FUNCTION_NAMES as _DP_NAMES
+from dpsql.keywords import OPTION_KEYS as _OPTION_KEYS
 
 #: Names of the DP aggregate functions (with their aliases), upper-case.
-DP_FUNCTION_NAMES: tuple[str, ...] = tuple(DP_FUNCTIONS)
+DP_FUNCTION_NAMES: tuple[str, ...] = _DP_NAMES
 
 #: Keys of the ``WITH (...)`` options clause, in the order the documentation lists them.
-OPTION_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Options) if f.name != "given")
+OPTION_KEYS: tuple[str, ...] = _OPTION_KEYS
 
 #: Word values some options take (``mechanism = laplace``).
 OPTION_VALUES: dict[str, tuple[str, ...]] = {

@@ -1,0 +1,21 @@
+"""The words of the dpsql extension, with no dependencies: DP function names and option keys.
+
+The dialect and the option parser are built on these, and the shell's lexer and completer use
+them without importing sqlglot (a test checks the dialect defines exactly these functions).
+"""
+
+from __future__ import annotations
+
+DP_FUNCTION_NAMES: tuple[str, ...] = (
+    "DP_COUNT", "DP_SUM", "DP_MEAN", "DP_AVG", "DP_VAR", "DP_VARIANCE", "DP_STDDEV", "DP_STD",
+    "DP_MEDIAN", "DP_QUANTILE", "DP_PERCENTILE", "DP_MIN", "DP_MAX", "DP_AGG",
+)
+
+OPTION_KEYS: tuple[str, ...] = (
+    "mechanism", "epsilon", "delta", "rho", "bound", "chunks", "confidence", "keys", "aggregator",
+    "noise",
+)
+
+MECHANISMS = ("laplace", "gaussian", "ptr", "smooth", "saa", "exponential", "auto")
+AGGREGATORS = ("mean", "winsorized")
+SMOOTH_NOISE = ("laplace", "cauchy")
