@@ -33,29 +33,26 @@ def release(
     """Apply every mechanism to every group row (``names`` are the result's column names)."""
     index = {name: i for i, name in enumerate(names)}
     nkeys = len(rewritten.keys)
-    out_rows: list[tuple[t.Any, ...]] = []
-    reports: list[list[ReportEntry]] = [[] for _ in plan.prepared]
-    kept = 0
-    for row in rows:
-        if plan.selection is not None:
-            count = int(num(row[index[rewritten.key_selection_column]]))
-            noisy = plan.selection.part.add(count, noise)
-            if noisy < plan.selection.threshold:
-                continue
-        kept += 1
-        values: list[t.Any] = list(row[:nkeys])
-        for j, prep in enumerate(plan.prepared):
-            i = prep.agg.index
-            stats = {
-                name: row[index[col]] for (a, name), col in rewritten.columns.items() if a == i
-            }
-            value, entry = prep.release(stats, noise)
-            values.append(value)
-            reports[j].append(entry)
-        out_rows.append(tuple(values))
+    if plan.selection is not None:
+        counts = [int(num(row[index[rewritten.key_selection_column]])) for row in rows]
+        noisy_counts = plan.selection.part.add_many(counts, noise)
+        kept = [row for row, c in zip(rows, noisy_counts) if c >= plan.selection.threshold]
+    else:
+        kept = list(rows)
+    columns_out: list[list[t.Any]] = [[row[j] for row in kept] for j in range(nkeys)]
+    reports: list[list[ReportEntry]] = []
+    for prep in plan.prepared:
+        i = prep.agg.index
+        cols = [(name, index[col]) for (a, name), col in rewritten.columns.items() if a == i]
+        groups = [{name: row[c] for name, c in cols} for row in kept]
+        many = getattr(prep, "release_many", None)
+        released = many(groups, noise) if many else [prep.release(g, noise) for g in groups]
+        columns_out.append([value for value, _ in released])
+        reports.append([entry for _, entry in released])
+    out_rows = list(zip(*columns_out))
     columns = [f"__k{j}" for j in range(nkeys)] + [f"__a{p.agg.index}" for p in plan.prepared]
     report = [_summarise(p_entries, prep) for p_entries, prep in zip(reports, plan.prepared)]
-    suppressed = len(rows) - kept if plan.selection is not None else None
+    suppressed = len(rows) - len(kept) if plan.selection is not None else None
     return Released(columns=columns, rows=out_rows, report=report, groups_suppressed=suppressed)
 
 

@@ -131,11 +131,24 @@ class _AdditivePrepared(Prepared):
     # -- release ------------------------------------------------------------------------------
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
-        conf = self.ctx.confidence
+        return self.release_many([stats], noise)[0]
+
+    def release_many(
+        self, groups: t.Sequence[t.Mapping[str, t.Any]], noise: "NoiseSource"
+    ) -> list[tuple[t.Any, ReportEntry]]:
+        """:meth:`release` for every group, with one sampler call per part (not per group)."""
         if self.public_count:
-            return int(num(stats["n"])), self._report(None, None, 0.0, "public under replace: n is known")
-        exact = self.centred(stats)
-        noisy = {name: part.add(exact[name], noise) for name, part in self.parts.items()}
+            note = "public under replace: n is known"
+            return [(int(num(g["n"])), self._report(None, None, 0.0, note)) for g in groups]
+        exact = [self.centred(g) for g in groups]
+        columns = {
+            name: part.add_many([e[name] for e in exact], noise) for name, part in self.parts.items()
+        }
+        return [self._finish({name: col[i] for name, col in columns.items()}) for i in range(len(groups))]
+
+    def _finish(self, noisy: dict[str, float]) -> tuple[t.Any, ReportEntry]:
+        """The released value of one group from the noisy parts (post-processing only)."""
+        conf = self.ctx.confidence
         if self.stat == "count":
             part = self.parts["n"]
             return max(int(noisy["n"]), 0), self._report(part.sensitivity, part.scale, part.ci(conf))

@@ -89,6 +89,15 @@ class NoisyPart:
             return int(round(noise.gaussian(float(value), self.scale)))  # post-processing
         return noise.gaussian(float(value), self.scale)
 
+    def add_many(self, values: t.Sequence[float], noise: "NoiseSource") -> list[float]:
+        """:meth:`add` for many groups at once (one sampler call per part, not per group)."""
+        if self.kind == "laplace":
+            return noise.add_many("laplace_int" if self.integer else "laplace", values, self.scale)
+        if self.integer and self.cost.rho > 0:
+            return noise.add_many("gaussian_int", values, self.scale)
+        out = noise.add_many("gaussian", [float(v) for v in values], self.scale)
+        return [int(round(x)) for x in out] if self.integer else out
+
     def ci(self, confidence: float) -> float:
         if self.kind == "laplace":
             return _noise.laplace_ci(self.scale, confidence)
