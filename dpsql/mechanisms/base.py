@@ -174,6 +174,17 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     return cls
 
 
+def raw_select(sql: str, names: list[str]) -> exp.Select:
+    """``SELECT names FROM (sql) AS __q`` with ``sql`` kept verbatim.
+
+    The text is carried as a ``Var``, which sqlglot prints as is (quotes included): parsing
+    and regenerating a query of this size would add tens of milliseconds to every plan.
+    """
+    body = exp.Var(this=f"({sql.strip()})")
+    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier("__q")))
+    return exp.select(*[exp.column(name) for name in names]).from_(source)
+
+
 def clamp(x: float, lo: float, hi: float) -> float:
     if math.isnan(x):
         return lo

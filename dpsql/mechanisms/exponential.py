@@ -54,7 +54,7 @@ from sqlglot import exp
 from dpsql import noise as _noise
 from dpsql.budget import Cost
 from dpsql.errors import OptionError, PrivacyError
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, register
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 
 if t.TYPE_CHECKING:
     from dpsql.bind import BoundAggregate
@@ -276,17 +276,6 @@ WHERE e.__r >= {_num(p)} * e.__n - LEAST(e.__d, COALESCE(x.__dv, e.__d)) - {b + 
   AND e.__r - e.__c <= {_num(p)} * e.__n + LEAST(e.__d, COALESCE(x.__dv, e.__d)) + {b + SLACK}
 {egroup}
 """
-
-
-def raw_select(sql: str, names: list[str]) -> exp.Select:
-    """``SELECT names FROM (sql) AS __q`` with ``sql`` kept verbatim.
-
-    The text is carried as a ``Var``, which sqlglot prints as is (quotes included): parsing
-    and regenerating a query of this size would add tens of milliseconds to every plan.
-    """
-    body = exp.Var(this=f"({sql.strip()})")
-    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier("__q")))
-    return exp.select(*[exp.column(name) for name in names]).from_(source)
 
 
 def rows_to_points(rows: t.Any) -> list[Point]:

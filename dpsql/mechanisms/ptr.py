@@ -47,7 +47,6 @@ from __future__ import annotations
 import math
 import typing as t
 
-import sqlglot
 from sqlglot import exp
 
 from dpsql import noise as _noise
@@ -55,7 +54,7 @@ from dpsql import sensitivity as sens
 from dpsql.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, register
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, raw_select, register
 
 if t.TYPE_CHECKING:
     from dpsql.bind import BoundAggregate
@@ -133,7 +132,7 @@ class _PTRPrepared(Prepared):
         assert v is not None and self.p is not None
         sql = datadep.distance_sql(source, keys, v, self.lower, self.upper, self.p, self.b, self.cap,
                                    self.cal.relation == sens.ADD_REMOVE, self.columns)
-        return t.cast(exp.Select, sqlglot.parse_one(sql, read="duckdb"))
+        return raw_select(sql, [*keys, *self.columns])
 
     # -- release -----------------------------------------------------------------------------
 

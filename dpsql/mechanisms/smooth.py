@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 import typing as t
 
-import sqlglot
 from sqlglot import exp
 
 from dpsql import noise as _noise
@@ -51,7 +50,7 @@ from dpsql import sensitivity as sens
 from dpsql.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, register
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, raw_select, register
 
 if t.TYPE_CHECKING:
     from dpsql.bind import BoundAggregate
@@ -102,7 +101,7 @@ class _SmoothPrepared(Prepared):
             return None
         assert v is not None and self.p is not None
         sql = datadep.points_sql(source, keys, v, self.lower, self.upper, self.p, self.k, *self.columns)
-        return t.cast(exp.Select, sqlglot.parse_one(sql, read="duckdb"))
+        return raw_select(sql, [*keys, *self.columns])
 
     # -- release -----------------------------------------------------------------------------
 
