@@ -1,139 +1,278 @@
-"""Speed of dpsql against DuckDB on the same machine, as ratios.
+"""Benchmarks of dpsql: speed against DuckDB and other DP systems, accuracy on Adult.
 
+    python bench/run.py --all [--peers] [--huge] [--repeat 5] [--releases 300]
     python bench/run.py [--rows 10000000] [--repeat 5] [--only NAME ...] [--json out.json]
 
-Generates ``people(id, age INT 0..100, income DOUBLE 0..200000, zip VARCHAR ~1000 distinct)``
-with DuckDB and a fixed seed, then times, as the median of ``--repeat`` runs in one process
-after loading: plain DuckDB (the exact, non-private query), the *floor* (the fastest
-hand-written clipped DuckDB query computing the same exact statistics: CASE clipping, one
-scan), and dpsql end to end (parse, plan, execute, charge, noise, post-processing). It prints
-dpsql/floor and dpsql/plain, the median planning time (parse → SQL, no execution), and peak
-memory. Each case is one entry of :data:`CASES`; mechanism issues add theirs.
+``--all`` runs everything and rewrites ``docs/benchmarks.md`` and ``docs/img/bench-*.png``:
+
+1. the speed cases of :mod:`bench.speed` at 1M and 10M rows (``--huge``: also 100M, when
+   the memory allows), one process per size, timing plain DuckDB, the hand-written clipped
+   floor and dpsql (median of ``--repeat`` interleaved rounds after a warm-up round);
+2. with ``--peers``, the other DP systems on the same data, each in its own virtual
+   environment under ``bench/.peers/`` (see :mod:`bench.peers`);
+3. accuracy on UCI Adult (:mod:`bench.accuracy`), dpsql and the peers;
+4. the REPL start-up time (``bench/repl_startup.py``);
+5. the report (:mod:`bench.report`); raw results in ``bench/out/results.json``.
+
+Without ``--all`` it runs the speed cases once at ``--rows`` in this process, as it always has.
+``python -m bench`` is the same command.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
-import statistics
+import re
+import shlex
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
+import typing as t
 from pathlib import Path
 
-import duckdb
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import OUT, ROOT, machine, mem_available_gib  # noqa: E402
+from bench.speed import CASES, Case, run_speed  # noqa: E402,F401  (CASES: extended by mechanism work)
 
-import dpsql  # noqa: E402
-
-POLICY = {
-    "neighbouring": "add_remove",
-    "budget": {"epsilon": 1e12, "delta": 0.5},
-    "tables": {
-        "people": {
-            "privacy_unit": "row",
-            "max_rows_per_unit": 1,
-            "columns": {
-                "age": {"lower": 0, "upper": 100},
-                "income": {"lower": 0, "upper": 200000},
-            },
-        }
-    },
-}
-
-CLIP_AGE = "CASE WHEN age < 0 THEN 0 WHEN age > 100 THEN 100 ELSE age END"
-CLIP_INCOME = "CASE WHEN income < 0 THEN 0 WHEN income > 200000 THEN 200000 ELSE income END"
+SIZES = [1_000_000, 10_000_000]
+HUGE = 100_000_000
+#: Bytes per row to ask of the free memory before a size is tried: the process peaked at about
+#: 50 B/row at 100M rows (table plus the largest query's working state); twice that for safety.
+BYTES_PER_ROW = 100
+#: Largest size at which the peers are timed.
+PEER_MAX_ROWS = 10_000_000
+#: Seconds a peer may spend per speed case (warm-up plus runs) before it stops repeating.
+PEER_CASE_BUDGET = 45.0
+#: A peer is not run at a larger size when its slowest query, scaled linearly with the rows,
+#: would take longer than this (seconds per query).
+PEER_SKIP_S = 240.0
 
 
-@dataclass
-class Case:
-    name: str
-    plain: str
-    floor: str
-    dp: str
+def log(msg: str) -> None:
+    print(msg, flush=True)
 
 
-CASES: list[Case] = [
-    Case("count", "SELECT count(*) FROM people", "SELECT count(*) FROM people",
-         "SELECT DP_COUNT(*) FROM people WITH (epsilon = 1)"),
-    Case("sum", "SELECT sum(age) FROM people", f"SELECT sum({CLIP_AGE}) FROM people",
-         "SELECT DP_SUM(age) FROM people WITH (epsilon = 1)"),
-    Case("mean", "SELECT avg(income) FROM people",
-         f"SELECT count(income), sum({CLIP_INCOME}) FROM people",
-         "SELECT DP_MEAN(income) FROM people WITH (epsilon = 1)"),
-    Case("var", "SELECT var_samp(income) FROM people",
-         f"SELECT count(income), sum({CLIP_INCOME}), sum(({CLIP_INCOME}) * ({CLIP_INCOME})) FROM people",
-         "SELECT DP_VAR(income) FROM people WITH (epsilon = 1)"),
-    Case("group_by_zip_mean", "SELECT zip, avg(income) FROM people GROUP BY zip",
-         f"SELECT zip, count(*), count(income), sum({CLIP_INCOME}) FROM people GROUP BY zip",
-         "SELECT zip, DP_MEAN(income) FROM people GROUP BY zip WITH (epsilon = 1, delta = 1e-6)"),
-]
+def speed_size(rows: int, repeat: int, parquet: Path | None, timeout: float) -> dict[str, t.Any]:
+    """Run :mod:`bench.speed` for one size in a child process (its own peak memory)."""
+    need = rows * BYTES_PER_ROW / 2**30
+    have = mem_available_gib()
+    if need > have:
+        return {"skipped": f"needs about {need:.0f} GiB of memory, {have:.1f} GiB available"}
+    out = OUT / f"speed-{rows}.json"
+    cmd = [sys.executable, "-m", "bench.speed", "--rows", str(rows), "--repeat", str(repeat), "--json", str(out)]
+    if parquet is not None:
+        cmd += ["--parquet", str(parquet)]
+    log(f"\n== speed, {rows:,} rows")
+    try:
+        proc = subprocess.run(cmd, cwd=str(ROOT), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"did not finish within {timeout / 60:.0f} min on this machine"}
+    if proc.returncode != 0:
+        code = proc.returncode
+        why = "killed (out of memory?)" if code in (-9, 137) else f"exit status {code}"
+        return {"skipped": f"the run failed: {why}"}
+    return json.loads(out.read_text())
 
 
-def generate(con: duckdb.DuckDBPyConnection, rows: int) -> None:
-    con.execute("SELECT setseed(0.42)")
-    con.execute(
-        f"""CREATE TABLE people AS
-        SELECT range AS id,
-               (random() * 100)::INTEGER AS age,
-               random() * 200000 AS income,
-               'z' || lpad(((random() * 999)::INTEGER)::VARCHAR, 4, '0') AS zip
-        FROM range({rows})"""
-    )
+def peers_speed(sizes: list[int], repeat: int, res: dict[str, t.Any]) -> None:
+    from bench import peers as P
+
+    installed = res["peers"]["installed"]
+    for size in sizes:
+        if size > PEER_MAX_ROWS:
+            continue
+        data = OUT / "data" / f"people_{size}.parquet"
+        if not data.exists():
+            continue
+        by_peer: dict[str, t.Any] = {}
+        for peer in P.PEERS:
+            if installed[peer.name].get("reason"):
+                continue
+            prev = res["peers"]["speed"].get(str(sizes[0]), {}).get(peer.name)
+            if size != sizes[0] and prev and "cases" in prev:
+                times = [c["s"] for c in prev["cases"].values() if "s" in c]
+                grow = size / sizes[0]
+                if times and max(times) * grow > PEER_SKIP_S:
+                    by_peer[peer.name] = {"skipped": (
+                        f"not run: its slowest query took {max(times):.0f} s at {sizes[0]:,} rows, "
+                        f"about {max(times) * grow / 60:.0f} min per query at {size:,}")}
+                    log(f"{peer.title}: {by_peer[peer.name]['skipped']}")
+                    continue
+            log(f"{peer.title}: speed at {size:,} rows ...")
+            start = time.perf_counter()
+            out = P.run(peer, ["--mode", "speed", "--data", str(data), "--rows", str(size),
+                               "--repeat", str(repeat), "--case-budget", str(PEER_CASE_BUDGET)],
+                        timeout=PEER_CASE_BUDGET * 8 + 600)
+            by_peer[peer.name] = out
+            if "cases" in out:
+                summary = ", ".join(f"{k} {v['s']:.3g} s" if "s" in v else f"{k} n/a" for k, v in out["cases"].items())
+                log(f"  {summary}  ({time.perf_counter() - start:.0f} s)")
+            else:
+                log(f"  {out.get('error')}")
+        res["peers"]["speed"][str(size)] = by_peer
 
 
-def median_time(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def peers_accuracy(res: dict[str, t.Any], releases: int) -> None:
+    from bench import peers as P
+
+    data = OUT / "data" / "adult.parquet"
+    for peer in P.PEERS:
+        if res["peers"]["installed"][peer.name].get("reason"):
+            continue
+        log(f"{peer.title}: accuracy on Adult (up to {min(releases, peer.accuracy_releases or releases)} releases per ε, {peer.accuracy_budget:.0f} s budget) ...")
+        n = min(releases, peer.accuracy_releases or releases)
+        out = P.run(peer, ["--mode", "accuracy", "--data", str(data), "--releases", str(n),
+                           "--budget", str(peer.accuracy_budget)], timeout=peer.accuracy_budget * 2 + 600)
+        res["peers"]["accuracy"][peer.name] = out
+        if "values" in out:
+            counts = {s: min(len(v) for v in by.values()) if by else 0 for s, by in out["values"].items()}
+            log(f"  releases per ε: {counts}; failed: {out.get('failed') or 'none'}")
+        else:
+            log(f"  {out.get('error')}")
+
+
+def write_adult() -> None:
+    import duckdb
+
+    from dpsql.demo import load_adult
+
+    con = duckdb.connect()
+    load_adult(con)
+    (OUT / "data").mkdir(parents=True, exist_ok=True)
+    con.execute(f"COPY (SELECT * FROM adult) TO '{OUT / 'data' / 'adult.parquet'}' (FORMAT parquet)")
+    con.close()
+
+
+def repl_startup(runs: int = 10) -> dict[str, t.Any]:
+    script = ROOT / "bench" / "repl_startup.py"
+    if not script.exists():
+        return {"error": "bench/repl_startup.py not found"}
+    try:
+        proc = subprocess.run([sys.executable, str(script), "--runs", str(runs)], cwd=str(ROOT),
+                              capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"error": "did not finish within 10 min"}
+    text = proc.stdout
+    wall = re.search(r"wall: median ([0-9.]+) s", text)
+    cpu = re.search(r"CPU:\s+median ([0-9.]+) s", text)
+    if proc.returncode != 0 or wall is None:
+        return {"error": f"failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"}
+    return {"runs": runs, "wall_median_s": float(wall.group(1)),
+            "cpu_median_s": float(cpu.group(1)) if cpu else float("nan"), "output": text}
+
+
+def save(res: dict[str, t.Any]) -> None:
+    """Write the results so far (a crash later keeps what was measured)."""
+    (OUT / "results.json").write_text(json.dumps(res, indent=1, default=str))
+
+
+def run_all(args: argparse.Namespace) -> int:
+    from bench import report
+    from bench.accuracy import run_accuracy
+
+    started = time.perf_counter()
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "data").mkdir(parents=True, exist_ok=True)
+    command = "python bench/run.py " + " ".join(shlex.quote(a) for a in (args.argv or []))
+    sizes = args.sizes or (SIZES + ([HUGE] if args.huge else []))
+    res: dict[str, t.Any] = {"machine": machine(), "command": command.strip(),
+                             "config": {"sizes": sizes, "repeat": args.repeat, "releases": args.releases,
+                                        "peer_releases": args.peer_releases, "peers": args.peers,
+                                        "peer_case_budget_s": PEER_CASE_BUDGET, "peer_skip_s": PEER_SKIP_S},
+                             "speed": {}, "peers": {}, "notes": []}
+    m = res["machine"]
+    log(f"{m['cpu']}, {m['nproc']} cores, {m['memory_gib']} GiB; Python {m['python']}, DuckDB {m['duckdb']}, "
+        f"dpsql {m['dpsql']}; load average {m['load_average']:.2f}")
+    if not args.huge and not args.sizes:
+        res["notes"].append("100M rows were not part of this run: they are opt-in (`--huge`).")
+
+    # 1. speed, one process per size
+    for rows in sizes:
+        parquet = OUT / "data" / f"people_{rows}.parquet" if args.peers and rows <= PEER_MAX_ROWS else None
+        out = speed_size(rows, args.repeat, parquet, args.size_timeout)
+        res["speed"][str(rows)] = out
+        if "results" not in out:
+            log(f"{rows:,} rows skipped: {out['skipped']}")
+            res["notes"].append(f"{rows:,} rows skipped: {out['skipped']}.")
+        save(res)
+
+    # 2. peers
+    if args.peers:
+        from bench import peers as P
+
+        log("\n== peers")
+        res["peers"] = {"installed": {}, "speed": {}, "accuracy": {}}
+        for peer in P.PEERS:
+            reason = P.ensure(peer, log)
+            res["peers"]["installed"][peer.name] = {"reason": reason}
+            if reason:
+                log(f"{peer.title}: skipped: {reason}")
+        try:
+            peers_speed([s for s in sizes if "results" in res["speed"].get(str(s), {})], args.repeat, res)
+        except Exception as err:  # noqa: BLE001 - keep the rest of the run
+            log(f"peers' speed runs stopped: {err!r}")
+            res["notes"].append(f"The peers' speed runs stopped early: {type(err).__name__}.")
+        save(res)
+    else:
+        res["notes"].append("Peers not run (pass `--peers`).")
+
+    # 3. accuracy
+    log("\n== accuracy on Adult")
+    res["accuracy"] = run_accuracy(args.releases, log)
+    save(res)
+    if args.peers:
+        write_adult()
+        try:
+            peers_accuracy(res, args.peer_releases)
+        except Exception as err:  # noqa: BLE001
+            log(f"peers' accuracy runs stopped: {err!r}")
+            res["notes"].append(f"The peers' accuracy runs stopped early: {type(err).__name__}.")
+        save(res)
+
+    # 4. REPL start-up
+    log("\n== REPL start-up")
+    res["repl"] = repl_startup()
+    log(res["repl"].get("output") or res["repl"].get("error", ""))
+
+    res["runtime_s"] = time.perf_counter() - started
+    save(res)
+    if args.no_report:
+        log(f"results in {OUT / 'results.json'} (report not written)")
+    else:
+        path = report.write(res, Path(args.docs))
+        log(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    log("\n== targets")
+    for tg in report.targets(res):
+        verdict = {True: "met", False: "NOT MET", None: "not measured"}[tg["met"]]
+        log(f"  {tg['target']:<48} {tg['measured']:<40} {verdict}")
+    log(f"total {res['runtime_s'] / 60:.1f} min")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python bench/run.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--all", action="store_true", help="speed at 1M and 10M, accuracy, REPL start-up, report")
+    ap.add_argument("--peers", action="store_true", help="with --all: also the other DP systems")
+    ap.add_argument("--huge", action="store_true", help="with --all: also 100M rows (when the memory allows)")
+    ap.add_argument("--sizes", type=int, nargs="*", help="with --all: these table sizes instead")
+    ap.add_argument("--releases", type=int, default=300, help="accuracy releases per mechanism and ε (dpsql)")
+    ap.add_argument("--peer-releases", type=int, default=200, help="accuracy releases per ε for the peers")
+    ap.add_argument("--size-timeout", type=float, default=1800, help="seconds allowed for one table size")
+    ap.add_argument("--docs", default=str(ROOT / "docs"), help="where benchmarks.md and img/ go")
+    ap.add_argument("--no-report", action="store_true", help="with --all: do not rewrite the docs")
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", nargs="*", help="case names to run")
     ap.add_argument("--json", help="write the results to this file")
     args = ap.parse_args(argv)
-
-    raw = duckdb.connect()
-    start = time.perf_counter()
-    generate(raw, args.rows)
-    print(f"generated {args.rows:,} rows in {time.perf_counter() - start:.1f} s")
-    con = dpsql.connect(raw, POLICY)  # the secure sampler, as users run it
-
-    results = []
-    header = f"{'case':<20} {'plain s':>9} {'floor s':>9} {'dpsql s':>9} {'dp/floor':>9} {'dp/plain':>9} {'plan ms':>8}"
-    print(header)
-    for case in CASES:
-        if args.only and case.name not in args.only:
-            continue
-        t_plain = median_time(lambda: raw.execute(case.plain).fetchall(), args.repeat)
-        t_floor = median_time(lambda: raw.execute(case.floor).fetchall(), args.repeat)
-        t_dp = median_time(lambda: con.sql(case.dp).fetchall(), args.repeat)
-        plans = []
-        for _ in range(50):
-            s = time.perf_counter()
-            con._prepare(case.dp)
-            plans.append(time.perf_counter() - s)
-        t_plan = statistics.median(plans)
-        row = {
-            "case": case.name, "rows": args.rows, "plain_s": t_plain, "floor_s": t_floor, "dpsql_s": t_dp,
-            "dp_over_floor": t_dp / t_floor, "dp_over_plain": t_dp / t_plain, "plan_ms": t_plan * 1000,
-        }
-        results.append(row)
-        print(f"{case.name:<20} {t_plain:9.4f} {t_floor:9.4f} {t_dp:9.4f} {t_dp / t_floor:9.2f} "
-              f"{t_dp / t_plain:9.2f} {t_plan * 1000:8.2f}")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory: {peak:.0f} MiB")
+    args.argv = sys.argv[1:] if argv is None else argv
+    if args.all:
+        return run_all(args)
+    out = run_speed(args.rows, args.repeat, args.only, log=log)
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "peak_mib": peak}, indent=2))
+        Path(args.json).write_text(json.dumps(out, indent=2))
     return 0
 
 

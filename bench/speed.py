@@ -1,0 +1,174 @@
+"""Speed cases: plain DuckDB, the hand-written clipped floor, and dpsql end to end.
+
+    python -m bench.speed --rows 1000000 [--repeat 5] [--only NAME ...] [--json FILE] [--parquet FILE]
+
+For one table size: generates ``people`` (see :func:`bench.common.generate`), optionally
+writes it to Parquet for the peers, then times every case of :data:`CASES` whose mechanism is
+registered, in interleaved rounds (plain, floor, dpsql; one warm-up round discarded). Prints
+a table and, with ``--json``, writes the results (the orchestrator runs one process per size,
+so each size's peak memory is its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import typing as t
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import duckdb  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    CLIP_AGE, CLIP_INCOME, POLICY, generate, interleaved, paired_ratio, peak_mib,
+)
+
+
+@dataclass
+class Case:
+    """One query in three forms. ``mechanism``: run only when it is registered."""
+
+    name: str
+    plain: str
+    floor: str
+    dp: str
+    mechanism: str | None = None
+    #: the performance target, as (maximum dpsql/floor ratio, wording), if the spec sets one
+    target: tuple[float, str] | None = None
+    floor_note: str = "clipped statistics, one scan"
+
+
+MEAN_FLOOR = f"SELECT count(income), sum({CLIP_INCOME}) FROM people"
+MEDIAN_AGE = "SELECT median(age) FROM people"
+#: The chunk answers of sample-and-aggregate, written by hand: hash of the row, one GROUP BY.
+SAA_FLOOR = "SELECT hash(people) % 1000 AS chunk, avg(income) FROM people GROUP BY chunk"
+
+CASES: list[Case] = [
+    Case("count", "SELECT count(*) FROM people", "SELECT count(*) FROM people",
+         "SELECT DP_COUNT(*) FROM people WITH (epsilon = 1)", "laplace"),
+    Case("sum", "SELECT sum(age) FROM people", f"SELECT sum({CLIP_AGE}) FROM people",
+         "SELECT DP_SUM(age) FROM people WITH (epsilon = 1)", "laplace",
+         (1.25, "DP_SUM ≤ 1.25× floor")),
+    Case("mean", "SELECT avg(income) FROM people", MEAN_FLOOR,
+         "SELECT DP_MEAN(income) FROM people WITH (epsilon = 1)", "laplace",
+         (1.25, "DP_MEAN ≤ 1.25× floor")),
+    Case("var", "SELECT var_samp(income) FROM people",
+         f"SELECT count(income), sum({CLIP_INCOME}), sum(({CLIP_INCOME}) * ({CLIP_INCOME})) FROM people",
+         "SELECT DP_VAR(income) FROM people WITH (epsilon = 1)", "laplace",
+         (1.25, "DP_VAR ≤ 1.25× floor")),
+    Case("group_by_zip_mean", "SELECT zip, avg(income) FROM people GROUP BY zip",
+         f"SELECT zip, count(*), count(income), sum({CLIP_INCOME}) FROM people GROUP BY zip",
+         "SELECT zip, DP_MEAN(income) FROM people GROUP BY zip WITH (epsilon = 1, delta = 1e-6)", "laplace",
+         (1.25, "GROUP BY of 1,000 keys ≤ 1.25× floor")),
+    Case("median_exponential", MEDIAN_AGE, MEDIAN_AGE,
+         "SELECT DP_MEDIAN(age) FROM people WITH (epsilon = 1)", "exponential",
+         (1.5, "exponential DP_MEDIAN ≤ 1.5× DuckDB median()"), "DuckDB's exact median()"),
+    Case("median_income_exponential", "SELECT median(income) FROM people", "SELECT median(income) FROM people",
+         "SELECT DP_MEDIAN(income) FROM people WITH (epsilon = 1)", "exponential",
+         None, "DuckDB's exact median()"),
+    Case("median_smooth", MEDIAN_AGE, MEDIAN_AGE,
+         "SELECT DP_MEDIAN(age) FROM people WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)", "smooth",
+         (1.5, "smooth DP_MEDIAN ≤ 1.5× DuckDB median()"), "DuckDB's exact median()"),
+    Case("median_ptr", MEDIAN_AGE, MEDIAN_AGE,
+         "SELECT DP_MEDIAN(age) FROM people WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)", "ptr",
+         (1.5, "PTR DP_MEDIAN ≤ 1.5× DuckDB median()"), "DuckDB's exact median()"),
+    Case("mean_smooth", "SELECT avg(income) FROM people", MEAN_FLOOR,
+         "SELECT DP_MEAN(income) FROM people WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)", "smooth",
+         (1.25, "smooth DP_MEAN ≤ 1.25× floor")),
+    Case("mean_ptr", "SELECT avg(income) FROM people", MEAN_FLOOR,
+         "SELECT DP_MEAN(income) FROM people WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)", "ptr",
+         (1.25, "PTR DP_MEAN ≤ 1.25× floor")),
+    Case("saa_mean_1000", "SELECT avg(income) FROM people", SAA_FLOOR,
+         "SELECT DP_MEAN(income) FROM people WITH (mechanism = 'saa', chunks = 1000, epsilon = 1)", "saa",
+         (1.25, "SAA, 1,000 chunks ≤ 1.25× chunked GROUP BY"), "chunked GROUP BY (hash of the row % 1000)"),
+]
+
+
+def available(case: Case) -> bool:
+    from dpsql.mechanisms import REGISTRY
+
+    return case.mechanism is None or case.mechanism in REGISTRY
+
+
+def plan_ms(con: t.Any, query: str, n: int = 50) -> float:
+    """Median planning time (parse, bind, plan, rewrite; no execution) in milliseconds."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        con._prepare(query)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def run_speed(rows: int, repeat: int = 5, only: t.Sequence[str] | None = None,
+              parquet: str | None = None, log: t.Callable[[str], None] = print,
+              plan_runs: int = 50) -> dict[str, t.Any]:
+    """Generate ``rows`` rows and time every available case; return the results."""
+    import dpsql
+
+    raw = duckdb.connect()
+    start = time.perf_counter()
+    generate(raw, rows)
+    gen_s = time.perf_counter() - start
+    log(f"generated {rows:,} rows in {gen_s:.1f} s")
+    if parquet:
+        raw.execute(f"COPY people TO '{parquet}' (FORMAT parquet)")
+    con = dpsql.connect(raw, POLICY)  # the secure noise source, as users run it
+    results, skipped = [], []
+    log(f"{'case':<26} {'plain s':>9} {'floor s':>9} {'dpsql s':>9} {'dp/floor':>9} {'dp/plain':>9} {'plan ms':>8}")
+    for case in CASES:
+        if only and case.name not in only:
+            continue
+        if not available(case):
+            msg = f"skipped: mechanism {case.mechanism} not available"
+            log(f"{case.name:<26} {msg}")
+            skipped.append({"case": case.name, "reason": msg})
+            continue
+        fns = {
+            "plain": lambda: raw.execute(case.plain).fetchall(),
+            "floor": lambda: raw.execute(case.floor).fetchall(),
+            "dpsql": lambda: con.sql(case.dp).fetchall(),
+        }
+        times = interleaved(fns, repeat)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        row = {
+            "case": case.name, "rows": rows, "query": case.dp, "mechanism": case.mechanism,
+            "plain_s": med["plain"], "floor_s": med["floor"], "dpsql_s": med["dpsql"],
+            "dp_over_floor": paired_ratio(times["dpsql"], times["floor"]),
+            "dp_over_plain": paired_ratio(times["dpsql"], times["plain"]),
+            "plan_ms": plan_ms(con, case.dp, plan_runs), "runs": repeat,
+            "target": case.target[0] if case.target else None,
+            "target_text": case.target[1] if case.target else None,
+            "floor_note": case.floor_note,
+        }
+        results.append(row)
+        log(f"{case.name:<26} {med['plain']:9.4f} {med['floor']:9.4f} {med['dpsql']:9.4f} "
+            f"{row['dp_over_floor']:9.2f} {row['dp_over_plain']:9.2f} {row['plan_ms']:8.2f}")
+    peak = peak_mib()
+    log(f"peak resident memory: {peak:.0f} MiB")
+    con.close()
+    return {"rows": rows, "generate_s": gen_s, "results": results, "skipped": skipped, "peak_mib": peak}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--json")
+    ap.add_argument("--parquet", help="also write the generated table to this Parquet file")
+    args = ap.parse_args(argv)
+    out = run_speed(args.rows, args.repeat, args.only, args.parquet)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""A small run of the benchmark suite: it runs, its numbers are finite and its report renders.
+
+No timing targets are asserted here: the suite is about the bench's plumbing, and the machine
+running the tests may be busy. The real numbers come from ``python bench/run.py --all``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import accuracy, report, speed  # noqa: E402
+from bench.common import machine  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def speed_run() -> dict:
+    return speed.run_speed(10_000, repeat=1, log=lambda _msg: None, plan_runs=3)
+
+
+def test_speed_runs_every_available_case(speed_run) -> None:
+    ran = {r["case"] for r in speed_run["results"]}
+    skipped = {s["case"] for s in speed_run["skipped"]}
+    assert ran | skipped == {c.name for c in speed.CASES}
+    assert {"count", "sum", "mean", "var", "group_by_zip_mean"} <= ran
+    for case in speed.CASES:
+        assert (case.name in ran) == speed.available(case)
+    for r in speed_run["results"]:
+        for key in ("plain_s", "floor_s", "dpsql_s", "dp_over_floor", "dp_over_plain", "plan_ms"):
+            assert math.isfinite(r[key]) and r[key] > 0, (r["case"], key, r[key])
+    assert speed_run["peak_mib"] > 0
+
+
+def test_report_renders(speed_run, tmp_path) -> None:
+    acc = accuracy.run_accuracy(3, log=lambda _msg: None, epsilons=(1.0,))
+    assert acc["results"]
+    for r in acc["results"]:
+        assert r["n"] == 3 and (math.isfinite(r["median"]) or r["null"] == 3)
+    res = {
+        "machine": machine(), "command": "python bench/run.py --all", "runtime_s": 1.0,
+        "config": {"sizes": [10_000], "repeat": 1, "releases": 3, "peers": False},
+        "speed": {"10000": speed_run}, "peers": {}, "accuracy": acc,
+        "repl": {"error": "not run in the tests"}, "notes": ["a smoke run"],
+    }
+    targets = report.targets(res)
+    assert any(t["target"].startswith("DP_MEAN") for t in targets)
+    assert all(t["met"] in (True, False, None) for t in targets)
+    text = report.render(res, ["bench-speed-ratio.png"])
+    assert "| COUNT(*) |" in text and "## Performance targets" in text and "mean(age)" in text
+    assert "nan" not in text.lower().replace("nanosecond", "")
+    path = report.write(res, tmp_path)
+    assert path.read_text().startswith("# Benchmarks")
+    assert (tmp_path / "img" / "bench-speed-ratio.png").stat().st_size > 1000
