@@ -156,6 +156,8 @@ def plan(bound: Bound, policy: Policy) -> Plan:
             raise OptionError(f"option 'rho' (zCDP) is not supported by mechanism '{name}'")
         names.append(name)
 
+    if opts.keys is not None and not bound.group_by:
+        raise OptionError("option 'keys' needs a GROUP BY")
     public_keys = _public_keys(bound) if bound.group_by else None
     need_selection = bool(bound.group_by) and public_keys is None
     # With rho, the query's delta only converts ρ into (ε, δ) for an (ε, δ) ledger.

@@ -260,6 +260,7 @@ def test_errors_are_one_line_dpsql_errors(seeded_demo) -> None:
         "SELECT DP_SUM(age + 1) FROM adult WITH (epsilon = 1)": (dpsql.PrivacyError, "no bounds"),
         "SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'gaussian', epsilon = 1)": (dpsql.OptionError, "delta"),
         "DROP TABLE adult": (dpsql.PrivacyError, "DROP"),
+        "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1, keys = ['a'])": (dpsql.OptionError, "keys"),
     }
     for query, (kind, fragment) in cases.items():
         with pytest.raises(kind) as err:
