@@ -28,17 +28,22 @@ def build_outer(
     select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], source: "_Source"
 ) -> tuple[exp.Select, list[str]]:
     """Build the post-processing SELECT over ``__noisy`` and the output column names."""
-    agg_by_id = dict(index_of)
+    agg_by_id = index_of  # ids of the DP aggregate nodes of ``select`` (alive with it)
     group_keys = [g.sql(dialect="duckdb") for g in group_exprs]
 
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
 
     def replace(node: exp.Expression, where: str) -> exp.Expression:
         made: set[int] = set()
+        out = node.copy()
+        # The copy's DP aggregate nodes, matched to the originals by walking both trees in step.
+        # Kept per call: ids of nodes a previous call discarded may be reused by new objects.
+        copies = {id(new): agg_by_id[id(orig)] for orig, new in zip(node.walk(), out.walk())
+                  if id(orig) in agg_by_id}
 
         def swap(n: exp.Expression) -> exp.Expression:
-            if id(n) in agg_by_id:
-                col = exp.column(f"__a{agg_by_id[id(n)]}")
+            if id(n) in copies:
+                col = exp.column(f"__a{copies[id(n)]}")
             elif not isinstance(n, exp.Literal) and n.sql(dialect="duckdb") in group_keys:
                 col = exp.column(f"__k{group_keys.index(n.sql(dialect='duckdb'))}")
             else:
@@ -46,11 +51,6 @@ def build_outer(
             made.add(id(col))
             return col
 
-        out = node.copy()
-        # map ids of the copy back onto the originals by walking both trees in step
-        for orig, new in zip(node.walk(), out.walk()):
-            if id(orig) in agg_by_id:
-                agg_by_id[id(new)] = agg_by_id[id(orig)]
         out = out.transform(swap, copy=False)
         for col in out.find_all(exp.Column):
             if id(col) not in made:
