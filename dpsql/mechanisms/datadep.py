@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from sqlglot import exp
 
 from dpsql import noise as _noise
 from dpsql import sensitivity as sens
@@ -291,3 +292,12 @@ def distance_sql(source: str, keys: list[str], v: str, lower: float, upper: floa
 )
 SELECT {nm.cols('s')}LEAST({cap}, {dist}) AS {dcol}, s.__n AS {ncol}, s.__x0 AS {fcol}
 FROM {nm.ls} AS s LEFT JOIN {nm.pd} AS pd ON {nm.match('s', 'pd')}TRUE"""
+
+
+def count_and_mean(stat: str, v: exp.Expression | None) -> dict[str, exp.Expression]:
+    """The grouped statistics PTR and smooth share: n, and the exact mean for DP_MEAN."""
+    assert v is not None
+    out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy())}
+    if stat == "mean":
+        out["mean"] = exp.Avg(this=v.copy())
+    return out

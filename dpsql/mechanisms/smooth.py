@@ -90,11 +90,7 @@ class _SmoothPrepared(Prepared):
     # -- SQL ---------------------------------------------------------------------------------
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
-        assert v is not None
-        out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy())}
-        if self.stat == "mean":
-            out["mean"] = exp.Avg(this=v.copy())
-        return out
+        return datadep.count_and_mean(self.stat, v)
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
         if self.stat == "mean":
