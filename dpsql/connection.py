@@ -132,6 +132,8 @@ class Connection:
         self.noise = noise or default_noise()
         self._catalog: dict[str, dict[str, str]] = {}
         self._scratch: duckdb.DuckDBPyConnection | None = None
+        #: the DuckDB catalog whose schema main holds the policy's tables
+        self._database: str = con.execute("SELECT current_database()").fetchone()[0]
 
     # -- catalog ------------------------------------------------------------------------------
 
@@ -141,14 +143,22 @@ class Connection:
             return self._catalog[table]
         rows = self._con.execute(
             "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = 'main' AND lower(table_name) = ? ORDER BY ordinal_position",
-            [table.lower()],
+            "WHERE table_catalog = ? AND table_schema = 'main' AND lower(table_name) = ? "
+            "ORDER BY ordinal_position",
+            [self._database, table.lower()],
         ).fetchall()
         if not rows:
             return None
         cols = {name.lower(): dtype.upper() for name, dtype in rows}
         self._catalog[table] = cols
         return cols
+
+    def _describe(self, sql: str) -> list[str]:
+        """The column types of a SELECT, bound by DuckDB without running it (reads no data)."""
+        try:
+            return [str(row[1]) for row in self._con.execute(f"DESCRIBE {sql}").fetchall()]
+        except _BIND_ERRORS as err:
+            raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
 
     def tables(self) -> list[str]:
         """Tables the policy declares and the database holds."""
@@ -165,7 +175,7 @@ class Connection:
         from dpsql.rewrite import rewrite
 
         parsed = dialect.parse(query)
-        bound = bind(parsed, self.policy, self._columns)
+        bound = bind(parsed, self.policy, self._columns, database=self._database, describe=self._describe)
         if bound.public:
             return bound, None, None
         try:

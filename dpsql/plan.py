@@ -112,7 +112,7 @@ def _context(bound: Bound, policy: Policy) -> Context:
         neighbouring=policy.neighbouring,
         max_rows=bound.table.max_rows_per_unit * policy.group_size,
         grouped=bool(bound.group_by),
-        filtered=bound.where is not None,
+        filtered=bound.filtered,
         options=bound.options,
         unit_key=unit,
         group_size=policy.group_size,
@@ -168,7 +168,7 @@ def plan(bound: Bound, policy: Policy) -> Plan:
                 "with rho (zCDP), GROUP BY needs public keys: declare them in the policy or pass keys=[...]"
             )
         if delta <= 0:
-            cols = ", ".join(g.sql(dialect="duckdb") for g in bound.group_by)
+            cols = ", ".join(bound.group_labels)
             raise PrivacyError(
                 f"GROUP BY {cols} needs public keys when delta = 0: declare keys in the policy, "
                 "pass keys=[...], or give delta > 0 to select keys by a noisy threshold"

@@ -2,10 +2,10 @@
 
 Shape (one scan of the private table; clipping in SQL)::
 
-    WITH __src AS (                                  -- row-wise: FROM chain + WHERE
-      SELECT *, <group expr> AS __k0, ...,
+    WITH __src AS (                        -- row-wise: the FROM chain inlined, every WHERE
+      SELECT <group expr> AS __k0, ...,
              CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END AS __v0, ...
-      FROM <from> WHERE <where>
+      FROM "db"."main"."table" AS __t WHERE <where> AND ...
     ), __stats AS (                                  -- one row per group
       SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0) AS a0_s, ...
       FROM __src GROUP BY __k0, ...
@@ -13,6 +13,8 @@ Shape (one scan of the private table; clipping in SQL)::
     SELECT ... FROM (VALUES <public keys>) AS __keys(__k0, ...)   -- public key domain only
       LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
 
+Only the columns the statistics need are projected, under reserved names, and every column of
+the table is read as ``__t."name"``: no name a user writes reaches the statement.
 ``x`` is the argument (numeric columns) or TRY_CAST(argument AS DOUBLE), so that no value can
 make the query fail (a failure would reveal that such a value exists); a value that does not
 cast is NULL and is skipped like NULL.
@@ -26,9 +28,15 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.plan import Plan
+from dpsql.scope import BASE
+from dpsql.total import total
 
 SRC = "__src"
 STATS = "__stats"
+#: the privacy unit in ``__src``: the id, or a hash of the whole row (when a mechanism needs it)
+UNIT = "__u"
+#: the one column of ``__src`` when nothing else is needed
+ROW = "__row"
 
 
 @dataclass
@@ -57,7 +65,10 @@ def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = No
     """
     dtype = (dtype or "").upper()
     double = exp.DataType(this=exp.DataType.Type.DOUBLE)
-    integral = float(lower).is_integer() and float(upper).is_integer()
+    # Integer arithmetic only while no sum can overflow: 2**63 rows of at most 2**62 each stay
+    # below HUGEINT's 2**127; with wider bounds the literals are DOUBLE, and so is the CASE.
+    integral = (float(lower).is_integer() and float(upper).is_integer()
+                and max(abs(lower), abs(upper)) <= 2.0**62)
 
     def x() -> exp.Expression:
         if dtype in _INTEGER_TYPES or dtype in _FLOAT_TYPES:
@@ -83,73 +94,6 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
-# -- total expressions ------------------------------------------------------------------------
-# An error raised while DuckDB evaluates an expression over private rows tells the analyst that
-# some row makes it fail (`WHERE CAST(name AS INT) > 0` fails iff a name is not a number), even
-# when the message is withheld and nothing is charged. So every such expression is made total:
-# CAST becomes TRY_CAST, and every maximal subexpression that DuckDB accepts inside TRY(...)
-# (no aggregate, window, subquery or volatile function) is wrapped in it. A row whose expression
-# would fail gets NULL instead: a WHERE drops it, a GROUP BY puts it in the NULL group, an
-# aggregate skips it. Volatile functions that can fail (error(), setseed(), ...) are refused by
-# the binder; DuckDB refuses TRY around the harmless ones (random(), uuid()).
-
-#: Nodes that cannot fail, or are parts of syntax rather than values: never wrapped.
-_LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Identifier,
-           exp.Var, exp.Placeholder, exp.Parameter, exp.Try)
-#: Clauses inside an aggregate or window call: not values, so only their contents are wrapped.
-_CLAUSES = (exp.Distinct, exp.Order, exp.Ordered, exp.Where, exp.Filter, exp.Kwarg, exp.PropertyEQ,
-            exp.IgnoreNulls, exp.RespectNulls, exp.WindowSpec, exp.Lambda)
-#: DuckDB's volatile functions (duckdb_functions() with stability 'VOLATILE'); TRY refuses them.
-_VOLATILE = {"random", "uuid", "gen_random_uuid", "uuidv4", "uuidv7", "current_query",
-             "current_query_id", "current_connection_id", "current_transaction_id", "stats",
-             "vector_type", "error", "setseed", "setval", "nextval", "currval", "sleep_ms", "write_log"}
-
-
-def _blocks_try(node: exp.Expression) -> bool:
-    for n in node.walk():
-        if isinstance(n, (exp.AggFunc, exp.Window, exp.Subquery, exp.Select, exp.Any, exp.All, exp.Rand,
-                          exp.Uuid, exp.Lambda)):
-            return True
-        if isinstance(n, exp.Anonymous) and n.name.lower() in _VOLATILE:
-            return True
-    return False
-
-
-def _wrap(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, _LEAVES):
-        return node
-    if not isinstance(node, _CLAUSES) and not _blocks_try(node):
-        return exp.Try(this=node)
-    for key, value in list(node.args.items()):
-        if isinstance(value, exp.Expression):
-            node.set(key, _wrap(value))
-        elif isinstance(value, list):
-            node.set(key, [_wrap(v) if isinstance(v, exp.Expression) else v for v in value])
-    return node
-
-
-def total(node: exp.Expression) -> exp.Expression:
-    """A copy of ``node`` that no value can make fail (TRY_CAST for CAST, TRY(...) around the rest)."""
-    copy = node.copy().transform(
-        lambda n: exp.TryCast(this=n.this, to=n.args["to"]) if type(n) is exp.Cast else n, copy=False
-    )
-    return _wrap(copy)
-
-
-def total_query(node: exp.Expression) -> exp.Expression:
-    """A copy of a FROM item or CTE body with every select-list expression and WHERE made total."""
-    out = node.copy()
-    for select in list(out.find_all(exp.Select)):
-        select.set("expressions", [
-            p if isinstance(p, (exp.Star, exp.Column)) else (
-                exp.alias_(total(p.this), p.args["alias"]) if isinstance(p, exp.Alias) else total(p))
-            for p in select.expressions
-        ])
-        if select.args.get("where") is not None:
-            select.args["where"].set("this", total(select.args["where"].this))
-    return out
-
-
 def rewrite(plan: Plan) -> Rewritten:
     """Build the single DuckDB statement for ``plan``.
 
@@ -158,24 +102,30 @@ def rewrite(plan: Plan) -> Rewritten:
     """
     bound = plan.bound
     keys = [f"__k{j}" for j in range(len(bound.group_by))]
-    # Expressions over private rows are made total (see ``total``); the aggregates' arguments in
-    # place, so that the mechanisms' stats() and subquery() use the total forms too.
+    # Every expression over private rows is made total (see dpsql.total); the aggregates'
+    # arguments in place, so that the mechanisms' stats() and subquery() see the total forms.
     for prep in plan.prepared:
         if prep.agg.arg is not None:
             prep.agg.arg = total(prep.agg.arg)
-        inner = getattr(prep, "inner", None)  # DP_AGG's aggregate, run per chunk by saa
-        if isinstance(inner, exp.Expression):
-            prep.inner = total(inner)
-    projections = ["*"] + [f"{_sql(total(g))} AS {k}" for k, g in zip(keys, bound.group_by)]
+    # __src holds only what the statistics need, under reserved names: no user name reaches it.
+    projections = [f"{_sql(total(g))} AS {k}" for k, g in zip(keys, bound.group_by)]
     for prep in plan.prepared:
         agg = prep.agg
-        if agg.arg is None:
-            continue
-        value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
-        projections.append(f"{_sql(value)} AS __v{agg.index}")
-    src = f"SELECT {', '.join(projections)} FROM {_sql(total_query(bound.from_))}"
-    if bound.where is not None:
-        src += f" WHERE {_sql(total(bound.where))}"
+        if agg.arg is not None:
+            value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
+            projections.append(f"{_sql(value)} AS __v{agg.index}")
+        for name, expr in agg.inner_args:
+            projections.append(f"{_sql(total(expr))} AS {name}")
+    if plan.ctx.unit_key != "row":
+        unit = exp.column(plan.ctx.unit_key, table=BASE, quoted=True)
+        projections.append(f"{_sql(unit)} AS {UNIT}")
+    elif any(prep.needs_unit for prep in plan.prepared):
+        projections.append(f"HASH({BASE}) AS {UNIT}")
+    if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
+        projections.append(f"TRUE AS {ROW}")
+    src = f"SELECT {', '.join(projections)} FROM {_sql(bound.relation)} AS {BASE}"
+    if bound.where:
+        src += " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where)
 
     out = Rewritten(sql="", keys=keys)
     stats = list(keys)
@@ -195,8 +145,7 @@ def rewrite(plan: Plan) -> Rewritten:
     if keys:
         grouped += f" GROUP BY {', '.join(keys)}"
 
-    ctes = [f"{_sql(cte.args['alias'])} AS ({_sql(total_query(cte.this))})" for cte in bound.ctes]
-    ctes += [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
+    ctes = [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
     subqueries = []
     for prep in plan.prepared:
         q = prep.subquery(SRC, keys, f"__v{prep.agg.index}")

@@ -134,7 +134,7 @@ def test_id_unit_keeps_a_units_rows_in_one_chunk() -> None:
     chunk = saa.chunk_sql("__src", "pid", 50)
     tree_sql = saa.assignment_sql(rw.sql, "pid", 50)
     with_part = tree_sql[: tree_sql.index(" SELECT CAST(HASH")]
-    per_id = con._con.execute(f"{with_part} SELECT pid, COUNT(DISTINCT {chunk}) FROM __src GROUP BY pid").fetchall()
+    per_id = con._con.execute(f"{with_part} SELECT __u, COUNT(DISTINCT {chunk}) FROM __src GROUP BY __u").fetchall()
     assert len(per_id) == 500 and all(n == 1 for _, n in per_id)
     value = con.sql(query).fetchone()[0]
     assert 0 <= value <= 100

@@ -115,6 +115,9 @@ class Prepared(abc.ABC):
     mechanism: str = ""
     #: whether the rewrite must compute the clipped value ``v`` of the aggregate's argument
     clips: bool = True
+    #: whether the source rows must carry their privacy unit as column ``__u`` (the id, or for
+    #: row-level privacy a hash of the whole row of the base table)
+    needs_unit: bool = False
 
     def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
         self.agg = agg
