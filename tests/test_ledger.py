@@ -1,4 +1,5 @@
-"""Tests of privacy costs, their conversions and the durable budget ledger."""
+"""Tests of privacy costs, their conversions and the durable budget ledger (its total, and the
+noise sources dpsql.connect accepts with a ledger file)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import duckdb
 import pytest
 
+import dpsql
 from dpsql.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
+from dpsql.connection import Connection
 from dpsql.errors import BudgetError, LedgerError
 from dpsql.ledger import Ledger
+from dpsql.noise import SeededNoise
+from dpsql.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,
@@ -259,6 +265,24 @@ def test_a_charge_after_the_total_changed_elsewhere_is_refused(tmp_path: Path) -
     old.close()
     with Ledger.open(path, Budget(Cost(epsilon=2.0))) as led:
         assert led.spent() == Cost(epsilon=0.5)
+
+
+def test_a_test_noise_source_is_refused_with_a_ledger_file(tmp_path: Path) -> None:
+    path = tmp_path / "b.ledger"
+    policy = {"budget": {"epsilon": 1.0, "ledger": str(path)},
+              "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 1}}}}}
+    with pytest.raises(dpsql.PrivacyError, match="a test noise source .SeededNoise. cannot be used with "
+                       "a durable ledger .* its releases are not private") as info:
+        dpsql.connect(":memory:", policy, noise=SeededNoise(0), init_ledger=True)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    assert not path.exists()  # refused before the ledger was created
+    dpsql.connect(":memory:", policy, init_ledger=True).close()  # the default noise is secure
+    with pytest.raises(dpsql.PrivacyError, match="test noise source"):
+        dpsql.connect(":memory:", policy, noise=SeededNoise(0))
+    with Ledger.open(path, Budget(Cost(epsilon=1.0))) as led, pytest.raises(dpsql.PrivacyError):
+        Connection(duckdb.connect(), load_policy(policy), led, noise=SeededNoise(0))
+    del policy["budget"]["ledger"]  # an in-memory ledger: tests may use seeded noise
+    dpsql.connect(":memory:", policy, noise=SeededNoise(0)).close()
 
 
 def _garbage(path: Path) -> None:
