@@ -1,11 +1,13 @@
 """The ``dpsql`` command.
 
     dpsql [DATABASE] [--policy FILE] [-c SQL] [-f FILE] [--format table|csv|json] [--demo]
+    dpsql [DATABASE] --policy FILE --set-budget
 
 With ``-c`` or ``-f`` it runs the statements and exits; with neither, it reads statements from
 standard input, or opens the interactive shell when standard input is a terminal. A refused or
 failed statement prints one line ``Error: ...`` on stderr and the exit status is 1; usage
-errors exit 2. Nothing prints a traceback.
+errors exit 2. Nothing prints a traceback. ``--set-budget`` makes the policy's budget the total
+of its ledger file (fixed when the ledger was created), records the change there, and exits.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", dest="file", metavar="FILE", help="run the statements in FILE and exit")
     p.add_argument("--demo", action="store_true", help="use the bundled UCI Adult table and its policy")
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
+    p.add_argument("--set-budget", action="store_true",
+                   help="change the ledger's total to the policy's budget (recorded in the ledger), then exit")
     p.add_argument("--version", action="version", version="dpsql 0.1.0")
     return output_options(p)
 
@@ -114,6 +118,31 @@ def open_connection(args: argparse.Namespace) -> t.Any:
     return connect(args.database, args.policy, init_ledger=args.init_ledger)
 
 
+def set_budget(args: argparse.Namespace) -> int:
+    """``--set-budget``: make the policy's budget the total of its ledger file, and say so."""
+    from dpsql.ledger import Ledger, format_total
+    from dpsql.policy import load_policy
+
+    if args.demo or args.init_ledger or args.command or args.file:
+        raise Error("--set-budget only changes the ledger's total: give it with --policy FILE alone "
+                    "(not with --demo, --init-ledger, -c or -f)")
+    if not args.policy:
+        raise Error("--set-budget needs the policy whose budget becomes the ledger's total: --policy FILE")
+    pol = load_policy(args.policy)
+    if pol.ledger is None:
+        raise Error(f"policy file {args.policy} names no budget.ledger: its budget is kept in memory, "
+                    "there is no ledger total to change")
+    with Ledger.open(pol.ledger, None) as led:
+        old = led.set_total(pol.budget, reason=f"dpsql --set-budget --policy {args.policy}")
+        new = led.budget.total
+    if new == old:
+        print(f"ledger {pol.ledger}: total unchanged ({format_total(old, pol.budget.kind)})")
+    else:
+        print(f"ledger {pol.ledger}: total changed from {format_total(old, pol.budget.kind)} "
+              f"to {format_total(new, pol.budget.kind)}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sensitivity":  # administrators only: reads raw data, no policy
@@ -124,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command and args.file:
             raise Error("give either -c or -f, not both")
+        if args.set_budget:
+            return set_budget(args)
         con = open_connection(args)
         try:
             if args.command:

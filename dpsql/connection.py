@@ -130,6 +130,12 @@ class Connection:
         self.policy = policy
         self.ledger = ledger
         self.noise = noise or default_noise()
+        if ledger.path is not None:
+            _refuse_test_noise(self.noise, ledger.path)
+        #: the DuckDB database files this connection reads (none in memory)
+        self.database_files: tuple[str, ...] = tuple(
+            path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()
+        )
         self._catalog: dict[str, dict[str, str]] = {}
         self._scratch: duckdb.DuckDBPyConnection | None = None
         #: the DuckDB catalog whose schema main holds the policy's tables
@@ -331,6 +337,18 @@ def _pretty(sql: str) -> str:
     return sqlglot.transpile(sql, read="duckdb", write="duckdb", pretty=True)[0]
 
 
+def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
+    """A durable ledger records releases as private: only the secure noise source may make them."""
+    from dpsql.errors import PrivacyError
+
+    if getattr(noise, "secure", False) is not True:
+        raise PrivacyError(
+            f"a test noise source ({type(noise).__name__}) cannot be used with a durable ledger "
+            f"({ledger}): its releases are not private; use the default noise, or a policy without "
+            "a ledger"
+        )
+
+
 def connect(
     database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:",
     policy: str | os.PathLike[str] | dict[str, t.Any] | Policy | None = None,
@@ -346,11 +364,14 @@ def connect(
     dpsql then hardens and owns). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
     ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
     by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
-    in-memory one for the life of the connection.
+    in-memory one for the life of the connection. A test noise source (such as ``SeededNoise``)
+    is refused with a ledger file: its releases are not private.
     """
     if policy is None:
         raise PolicyError("a policy is required: connect(database, policy='policy.toml')")
     pol = load_policy(policy)
+    if noise is not None and pol.ledger is not None:
+        _refuse_test_noise(noise, pol.ledger)  # before anything is opened or created
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:

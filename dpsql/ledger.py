@@ -1,14 +1,15 @@
 """The privacy-budget ledger: durable, atomic across processes, charged before release.
 
-A SQLite file holds a one-row header (accounting kind, original total, creation
-time) and one row per charge. A charge is one ``BEGIN IMMEDIATE`` transaction
-(sum what is spent, check the total, insert), so two processes never both spend
-the last of the budget; WAL with ``synchronous=FULL`` makes a returned charge
+A SQLite file holds a one-row header (accounting kind, total, creation time)
+and one row per charge. A charge is one ``BEGIN IMMEDIATE`` transaction (sum
+what is spent, check the total, insert), so two processes never both spend the
+last of the budget; WAL with ``synchronous=FULL`` makes a returned charge
 survive a crash or ``kill -9``. Callers release a result only after
-:meth:`Ledger.charge` has returned. The total in force is the budget passed to
-:meth:`Ledger.open` (the header records the original one; if a policy lowers it
-below what is spent, nothing remains); the kind must match the header. A file
-that is missing, not a ledger or damaged raises LedgerError and is never reset.
+:meth:`Ledger.charge` has returned. The total is fixed when the ledger is
+created: opening it with a budget of another kind or another total is refused,
+so editing a policy file cannot raise it. Only :meth:`Ledger.set_total` changes
+it, and records the change as a zero-cost entry in the history. A file that is
+missing, not a ledger or damaged raises LedgerError and is never reset.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 
-from .budget import KIND_NAMES, KINDS, Budget, Cost, to_kind
+from .budget import KIND_NAMES, KINDS, TOLERANCE, ZCDP, Budget, Cost, to_kind
 from .errors import BudgetError, LedgerError
 
-__all__ = ["Entry", "Ledger"]
+__all__ = ["Entry", "Ledger", "format_total"]
 
 _MAGIC = b"SQLite format 3\x00"
 _APPLICATION_ID = 0x64707371  # "dpsq"
@@ -47,15 +48,38 @@ _SCHEMA = (
     " query TEXT NOT NULL, detail TEXT NOT NULL)",
 )
 
+#: ``detail`` of the zero-cost entry that records a change of the total
+TOTAL_CHANGED = "total changed from {old} to {new}"
+_FIX = ("a ledger's total is fixed when it is created; to change it, run "
+        "dpsql --policy FILE --set-budget (or Ledger.set_total), which records the change")
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One charge recorded in the ledger (its cost is in the ledger's kind)."""
+    """One charge recorded in the ledger (its cost is in the ledger's kind).
+
+    A change of the total (:meth:`Ledger.set_total`) is an entry of zero cost whose ``detail``
+    says ``total changed from ... to ...`` and whose ``query`` gives the reason.
+    """
 
     id: int
     time: datetime
     cost: Cost
     query: str
     detail: str
+
+
+def format_total(total: Cost, kind: str) -> str:
+    """A ledger total in full, e.g. ``ε=10, δ=1e-05`` or ``ρ=0.5``."""
+    if kind == ZCDP:
+        return f"ρ={total.rho:.15g}"
+    return f"ε={total.epsilon:.15g}, δ={total.delta:.15g}"
+
+
+def _same_total(a: Cost, b: Cost) -> bool:
+    """Whether two totals are equal up to a tiny relative tolerance (float round trips)."""
+    return all(math.isclose(x, y, rel_tol=TOLERANCE, abs_tol=0.0)
+               for x, y in ((a.epsilon, b.epsilon), (a.delta, b.delta), (a.rho, b.rho)))
 
 
 def _now() -> str:
@@ -150,6 +174,17 @@ class _Totals:
             raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
 
 
+def _header_total(conn: sqlite3.Connection, name: str) -> Cost:
+    """The total the header records now (another process may have changed it)."""
+    row = conn.execute("SELECT total_epsilon, total_delta, total_rho FROM ledger_header").fetchone()
+    if row is None:
+        raise LedgerError(f"budget ledger {name} is corrupted: it has no header row")
+    try:
+        return Cost(*row)
+    except BudgetError as e:
+        raise LedgerError(f"budget ledger {name} is corrupted: header total: {e}") from e
+
+
 def _spent(conn: sqlite3.Connection, name: str) -> Cost:
     """Sums of every entry's ε, δ, ρ (exact); refuses impossible entries."""
     return _Totals().read(conn, name)
@@ -168,8 +203,9 @@ def _check_file(path: str) -> None:
         raise LedgerError(f"budget ledger {path} is not writable")
 
 
-def _validate(conn: sqlite3.Connection, name: str, budget: Budget) -> tuple[Cost, str]:
-    """Check that ``conn`` holds a sound ledger for ``budget``; return (original total, created)."""
+def _validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tuple[Budget, str]:
+    """Check that ``conn`` holds a sound ledger for ``budget`` (``None``: any); return the
+    budget its header records and its creation time."""
     bad = f"budget ledger {name} is corrupted:"
     check = [str(r[0]).replace("\n", " ") for r in conn.execute("PRAGMA integrity_check")]
     if check != ["ok"]:
@@ -187,47 +223,55 @@ def _validate(conn: sqlite3.Connection, name: str, budget: Budget) -> tuple[Cost
     if fmt != _FORMAT or kind not in KINDS or not isinstance(created, str):
         raise LedgerError(f"{bad} unknown header (format {fmt!r}, kind {kind!r})")
     try:
-        original = Cost(eps, delta, rho)
+        recorded = Budget(Cost(eps, delta, rho))
     except BudgetError as e:
         raise LedgerError(f"{bad} header total: {e}") from e
-    if kind != budget.kind:
+    if recorded.kind != kind:
+        raise LedgerError(f"{bad} header total {recorded.total} is not in its kind {kind!r}")
+    if budget is not None and kind != budget.kind:
         raise LedgerError(f"budget ledger {name} accounts in {KIND_NAMES[kind]} but the policy's "
                           f"budget is {budget.kind_name}; use a separate ledger")
+    if budget is not None and not _same_total(recorded.total, budget.total):
+        raise LedgerError(
+            f"budget ledger {name} has a total of {format_total(recorded.total, kind)} but the "
+            f"policy's budget is {format_total(budget.total, kind)}; {_FIX}")
     _spent(conn, name)
-    return original, created
+    return recorded, created
 
 
 class Ledger:
     """A privacy-budget ledger; get one with :meth:`Ledger.open`."""
 
     def __init__(self, conn: sqlite3.Connection, path: str | None, budget: Budget,
-                 original_total: Cost, created: str) -> None:
+                 created: str) -> None:
         self._conn: sqlite3.Connection | None = conn
         self._name = path if path is not None else "<in-memory>"
         self._lock = threading.RLock()
         self.path = path
-        self.budget = budget
+        self.budget = budget  # the total the header records
         self.kind = budget.kind  # "approx" or "zcdp"
-        self.original_total = original_total  # as recorded in the header at creation
         self.created = created  # ISO 8601 UTC creation time from the header
         self._totals = _Totals()
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None, budget: Budget, *,
+    def open(cls, path: str | os.PathLike[str] | None, budget: Budget | None, *,
              create: bool = False) -> Ledger:
         """Open the ledger at ``path`` (``None``: a fresh in-memory ledger for one process).
 
-        A missing file is created only when ``create`` is true. Raises
-        LedgerError (naming the file) if it is missing, not a ledger, damaged
-        or accounts in another kind than ``budget``.
+        A missing file is created only when ``create`` is true, with ``budget`` as its total.
+        Raises LedgerError (naming the file) if it is missing, not a ledger, damaged, or its
+        total is not ``budget``'s (kind and amounts). ``budget=None`` opens an existing file
+        with the total it records (to read it, or to change it with :meth:`set_total`).
         """
         if path is None:
+            if budget is None:
+                raise LedgerError("an in-memory budget ledger needs a budget")
             conn = _connect(None)
             _initialise(conn, budget)
-            return cls(conn, None, budget, budget.total, _now())
+            return cls(conn, None, budget, _now())
         name = os.fspath(path)
         if not os.path.lexists(name):
-            if not create:
+            if budget is None or not create:
                 raise LedgerError(
                     f"budget ledger {name} does not exist; create it with create=True "
                     "(dpsql --init-ledger); dpsql never starts a fresh budget silently")
@@ -238,7 +282,7 @@ class Ledger:
         except sqlite3.Error as e:
             raise LedgerError(f"budget ledger {name} cannot be opened: {e}") from e
         try:
-            original, created = _validate(conn, name, budget)
+            recorded, created = _validate(conn, name, budget)
             conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
             conn.execute("PRAGMA synchronous = FULL")
         except BaseException as e:
@@ -246,7 +290,7 @@ class Ledger:
             if isinstance(e, sqlite3.Error):
                 raise LedgerError(f"budget ledger {name} is not a valid ledger: {e}") from e
             raise
-        return cls(conn, name, budget, original, created)
+        return cls(conn, name, recorded, created)
 
     @contextlib.contextmanager
     def _db(self, action: str) -> Iterator[sqlite3.Connection]:
@@ -265,7 +309,8 @@ class Ledger:
         Check and insert are one ``BEGIN IMMEDIATE`` transaction, durably committed
         on return. A zero cost writes nothing and returns 0. Raises BudgetError
         (nothing charged) if the cost exceeds what remains or has no equivalent in
-        the ledger's kind, LedgerError if the ledger cannot be written.
+        the ledger's kind, LedgerError if the ledger cannot be written or its total was
+        changed (by :meth:`set_total` elsewhere) since it was opened.
         """
         if not isinstance(cost, Cost):
             raise TypeError(f"charge() needs a Cost, got {type(cost).__name__}")
@@ -275,6 +320,12 @@ class Ledger:
         with self._db("could not be charged") as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                total = _header_total(conn, self._name)
+                if not _same_total(total, self.budget.total):
+                    raise LedgerError(
+                        f"the total of budget ledger {self._name} was changed to "
+                        f"{format_total(total, self.kind)} after it was opened with "
+                        f"{format_total(self.budget.total, self.kind)}; open it again")
                 self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
                 cur = conn.execute(
                     "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
@@ -289,6 +340,45 @@ class Ledger:
                 raise
         return entry_id
 
+    def set_total(self, budget: Budget, reason: str) -> Cost:
+        """Make ``budget``'s total the ledger's; return the total it replaces.
+
+        The header is updated and the change recorded (a zero-cost entry: ``detail`` says
+        ``total changed from ... to ...``, ``query`` gives ``reason``) in one ``BEGIN IMMEDIATE``
+        transaction. An equal total writes nothing. Raises LedgerError if ``budget`` accounts
+        in another kind (a ledger keeps its kind) or the ledger cannot be written.
+        """
+        if not isinstance(budget, Budget):
+            raise TypeError(f"set_total() needs a Budget, got {type(budget).__name__}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("set_total() needs a reason, which is recorded with the change")
+        if budget.kind != self.kind:
+            raise LedgerError(f"budget ledger {self._name} accounts in {KIND_NAMES[self.kind]}; "
+                              f"its total cannot become {budget.kind_name}: use a separate ledger")
+        with self._db("could not change its total") as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                old = _header_total(conn, self._name)
+                changed = not _same_total(old, budget.total)
+                new = budget.total if changed else old
+                if changed:
+                    conn.execute(
+                        "UPDATE ledger_header SET total_epsilon = ?, total_delta = ?, total_rho = ?",
+                        (new.epsilon, new.delta, new.rho))
+                    change = TOTAL_CHANGED.format(old=format_total(old, self.kind),
+                                                  new=format_total(new, self.kind))
+                    conn.execute(
+                        "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
+                        " VALUES (?, 0, 0, 0, ?, ?)", (_now(), reason.strip(), change))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            self.budget = Budget(new)  # what the header now records
+        return old
+
     def spent(self) -> Cost:
         """The sum of every recorded charge (in the ledger's kind)."""
         with self._db("cannot be read") as conn:
@@ -299,7 +389,7 @@ class Ledger:
         return self.budget.remaining(self.spent())
 
     def history(self) -> list[Entry]:
-        """Every recorded charge, oldest first."""
+        """Every recorded charge and change of the total, oldest first."""
         with self._db("cannot be read") as conn:
             rows = conn.execute(
                 f"SELECT {', '.join(_ENTRY_COLS)} FROM ledger_entries ORDER BY id").fetchall()

@@ -125,3 +125,67 @@ def test_file_database_with_policy_and_ledger(tmp_path, capsys) -> None:
     assert code == 0 and "DP_SUM(x)" in out
     code, _, err = run(capsys, str(db), "--policy", str(pol), "-c", q)
     assert code == 1 and "Remaining: ε=0.400" in err
+
+
+def _ledger_policy(tmp_path, epsilon: float, delta: float = 1e-5):
+    """A file database, and a policy with a ledger file (not yet created) and budget ``epsilon``."""
+    import duckdb
+
+    db = tmp_path / "t.duckdb"
+    if not db.exists():
+        con = duckdb.connect(str(db))
+        con.execute("CREATE TABLE t AS SELECT range AS x FROM range(100)")
+        con.close()
+    pol = tmp_path / "p.toml"
+    pol.write_text(f'[budget]\nepsilon = {epsilon}\ndelta = {delta}\nledger = "t.ledger"\n'
+                   "[tables.t]\n[tables.t.columns]\nx = { lower = 0, upper = 100 }\n")
+    return str(db), str(pol), tmp_path / "t.ledger"
+
+
+def test_a_larger_policy_budget_is_refused_until_set_budget(tmp_path, capsys) -> None:
+    from dpsql.budget import Cost
+    from dpsql.ledger import Ledger
+
+    q = "SELECT DP_SUM(x) FROM t WITH (epsilon = 6)"
+    db, pol, ledger = _ledger_policy(tmp_path, 10)
+    assert run(capsys, db, "--policy", pol, "--init-ledger", "-c", q)[0] == 0
+    before = ledger.read_bytes()
+    _ledger_policy(tmp_path, 20)  # the policy file now claims twice the budget
+    for extra in ([], ["--init-ledger"]):
+        code, out, err = run(capsys, db, "--policy", pol, *extra, "-c", q)
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
+        assert err.startswith(f"Error: budget ledger {ledger} has a total of ε=10, δ=1e-05 but the "
+                              "policy's budget is ε=20, δ=1e-05;") and "--set-budget" in err
+    assert ledger.read_bytes() == before  # nothing charged, nothing changed
+    code, out, err = run(capsys, db, "--policy", pol, "--set-budget")
+    assert code == 0 and err == ""
+    assert out == f"ledger {ledger}: total changed from ε=10, δ=1e-05 to ε=20, δ=1e-05\n"
+    code, out, err = run(capsys, db, "--policy", pol, "-c", q, "-c", q)
+    assert code == 0 and "Remaining" not in err
+    code, out, _ = run(capsys, db, "--policy", pol, "--set-budget")
+    assert code == 0 and out == f"ledger {ledger}: total unchanged (ε=20, δ=1e-05)\n"
+    with Ledger.open(ledger, None) as led:
+        history = led.history()
+        assert led.spent().epsilon == 18 and [e.cost.epsilon for e in history] == [6, 0, 6, 6]
+        assert history[1].cost == Cost() and history[1].query == f"dpsql --set-budget --policy {pol}"
+        assert history[1].detail == "total changed from ε=10, δ=1e-05 to ε=20, δ=1e-05"
+    _ledger_policy(tmp_path, 10)  # a smaller budget is refused the same way
+    code, _, err = run(capsys, db, "--policy", pol, "-c", q)
+    assert code == 1 and "has a total of ε=20, δ=1e-05 but the policy's budget is ε=10, δ=1e-05" in err
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--set-budget"], "--set-budget needs the policy"),
+    (["--demo", "--set-budget"], "--set-budget only changes the ledger's total"),
+    (["--policy", "{pol}", "--set-budget", "-c", "SELECT 1"], "--set-budget only changes the ledger's total"),
+    (["--policy", "{pol}", "--set-budget"], "does not exist"),
+    (["--policy", "{mem}", "--set-budget"], "names no budget.ledger"),
+])
+def test_set_budget_errors_are_one_line(tmp_path, capsys, argv: list[str], fragment: str) -> None:
+    _, pol, ledger = _ledger_policy(tmp_path, 10)
+    mem = tmp_path / "memory.toml"
+    mem.write_text("[budget]\nepsilon = 1.0\n")
+    code, out, err = run(capsys, *[a.format(pol=pol, mem=mem) for a in argv])
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("Error: ") and fragment in err
+    assert not ledger.exists()

@@ -1,4 +1,5 @@
-"""Tests of privacy costs, their conversions and the durable budget ledger."""
+"""Tests of privacy costs, their conversions and the durable budget ledger (its total, and the
+noise sources dpsql.connect accepts with a ledger file)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import duckdb
 import pytest
 
+import dpsql
 from dpsql.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
+from dpsql.connection import Connection
 from dpsql.errors import BudgetError, LedgerError
 from dpsql.ledger import Ledger
+from dpsql.noise import SeededNoise
+from dpsql.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,
@@ -184,16 +190,99 @@ def test_create_on_an_existing_ledger_keeps_it(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["b.ledger"]  # no temporary file left behind
 
 
-def test_policy_total_change_uses_the_new_total(tmp_path: Path) -> None:
+@pytest.mark.parametrize("total", [
+    Cost(epsilon=20.0), Cost(epsilon=3.0), Cost(epsilon=10.0, delta=1e-9), Cost(epsilon=10.0 * (1 + 1e-9)),
+])
+def test_a_budget_with_another_total_is_refused(tmp_path: Path, total: Cost) -> None:
     path = tmp_path / "b.ledger"
-    make_ledger(path, charges=2)  # total 10, spent 1.0
-    with Ledger.open(path, Budget(Cost(epsilon=3.0))) as led:
-        assert led.original_total == Cost(epsilon=10.0)
-        assert led.remaining() == Cost(epsilon=2.0)
-    with Ledger.open(path, Budget(Cost(epsilon=0.5))) as led:
+    before = make_ledger(path, charges=2)  # total ε = 10, spent 1.0
+    for create in (False, True):
+        with pytest.raises(LedgerError) as info:
+            Ledger.open(path, Budget(total), create=create)
+        message = str(info.value)
+        assert "\n" not in message and str(path) in message and "--set-budget" in message
+        assert "has a total of ε=10, δ=0 but the policy's budget is ε=" in message
+    assert path.read_bytes() == before
+    with Ledger.open(path, Budget(Cost(epsilon=10.0 * (1 + 1e-15)))) as led:  # float round trip
+        assert led.budget.total == Cost(epsilon=10.0) and led.spent() == Cost(epsilon=1.0)
+
+
+def test_a_zcdp_total_is_fixed_too(tmp_path: Path) -> None:
+    path = tmp_path / "z.ledger"
+    Ledger.open(path, Budget(Cost(rho=0.5)), create=True).close()
+    with pytest.raises(LedgerError, match="has a total of ρ=0.5 but the policy's budget is ρ=1;"):
+        Ledger.open(path, Budget(Cost(rho=1.0)))
+
+
+def test_in_memory_ledgers_take_any_total() -> None:
+    for total in (Cost(epsilon=1.0), Cost(epsilon=20.0), Cost(rho=0.5)):
+        with Ledger.open(None, Budget(total)) as led:
+            assert led.budget.total == total
+
+
+def test_set_total_changes_the_header_and_records_the_change(tmp_path: Path) -> None:
+    path = tmp_path / "b.ledger"
+    make_ledger(path, charges=2)  # total ε = 10, spent 1.0
+    with Ledger.open(path, None) as led:  # the total the file records
+        assert led.budget.total == Cost(epsilon=10.0)
+        assert led.set_total(Budget(Cost(epsilon=20.0)), "more data, reviewed") == Cost(epsilon=10.0)
+        assert led.budget.total == Cost(epsilon=20.0) and led.spent() == Cost(epsilon=1.0)
+        assert led.set_total(Budget(Cost(epsilon=20.0)), "again") == Cost(epsilon=20.0)  # no-op
+    with pytest.raises(LedgerError, match="has a total of ε=20, δ=0"):
+        Ledger.open(path, Budget(Cost(epsilon=10.0)))
+    with Ledger.open(path, Budget(Cost(epsilon=20.0))) as led:
+        assert led.remaining() == Cost(epsilon=19.0)
+        change = led.history()[-1]
+        assert len(led.history()) == 3 and change.cost == Cost()
+        assert change.detail == "total changed from ε=10, δ=0 to ε=20, δ=0"
+        assert change.query == "more data, reviewed"
+        led.set_total(Budget(Cost(epsilon=0.5)), "lowered below what is spent")
         assert led.remaining() == Cost()
         with pytest.raises(BudgetError):
             led.charge(Cost(epsilon=0.01))
+        assert [e.detail for e in led.history()][-1] == "total changed from ε=20, δ=0 to ε=0.5, δ=0"
+
+
+def test_set_total_keeps_the_kind_and_needs_a_reason(tmp_path: Path) -> None:
+    path = tmp_path / "b.ledger"
+    before = make_ledger(path)
+    with Ledger.open(path, None) as led:
+        with pytest.raises(LedgerError, match="accounts in .ε, δ.; its total cannot become ρ-zCDP"):
+            led.set_total(Budget(Cost(rho=1.0)), "switch")
+        with pytest.raises(ValueError, match="needs a reason"):
+            led.set_total(Budget(Cost(epsilon=20.0)), " ")
+    assert path.read_bytes() == before
+
+
+def test_a_charge_after_the_total_changed_elsewhere_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "b.ledger"
+    make_ledger(path, charges=1)
+    old = Ledger.open(path, Budget(Cost(epsilon=10.0)))
+    with Ledger.open(path, None) as owner:
+        owner.set_total(Budget(Cost(epsilon=2.0)), "lowered")
+    with pytest.raises(LedgerError, match="was changed to ε=2, δ=0 after it was opened with ε=10"):
+        old.charge(Cost(epsilon=1.0))
+    old.close()
+    with Ledger.open(path, Budget(Cost(epsilon=2.0))) as led:
+        assert led.spent() == Cost(epsilon=0.5)
+
+
+def test_a_test_noise_source_is_refused_with_a_ledger_file(tmp_path: Path) -> None:
+    path = tmp_path / "b.ledger"
+    policy = {"budget": {"epsilon": 1.0, "ledger": str(path)},
+              "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 1}}}}}
+    with pytest.raises(dpsql.PrivacyError, match="a test noise source .SeededNoise. cannot be used with "
+                       "a durable ledger .* its releases are not private") as info:
+        dpsql.connect(":memory:", policy, noise=SeededNoise(0), init_ledger=True)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    assert not path.exists()  # refused before the ledger was created
+    dpsql.connect(":memory:", policy, init_ledger=True).close()  # the default noise is secure
+    with pytest.raises(dpsql.PrivacyError, match="test noise source"):
+        dpsql.connect(":memory:", policy, noise=SeededNoise(0))
+    with Ledger.open(path, Budget(Cost(epsilon=1.0))) as led, pytest.raises(dpsql.PrivacyError):
+        Connection(duckdb.connect(), load_policy(policy), led, noise=SeededNoise(0))
+    del policy["budget"]["ledger"]  # an in-memory ledger: tests may use seeded noise
+    dpsql.connect(":memory:", policy, noise=SeededNoise(0)).close()
 
 
 def _garbage(path: Path) -> None:

@@ -168,6 +168,50 @@ def test_mode_output_read_timer_explain(drive: t.Callable[..., Session], tmp_pat
     assert s.err == ""
 
 
+def test_output_refuses_the_ledger_database_and_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import duckdb
+
+    from dpsql.budget import Budget, Cost
+    from dpsql.ledger import Ledger
+
+    db, ledger, policy = tmp_path / "t.duckdb", tmp_path / "t.ledger", tmp_path / "p.toml"
+    raw = duckdb.connect(str(db))
+    raw.execute("CREATE TABLE t AS SELECT range AS x FROM range(100)")
+    raw.close()
+    policy.write_text('[budget]\nepsilon = 5.0\nledger = "t.ledger"\n'
+                      "[tables.t]\n[tables.t.columns]\nx = { lower = 0, upper = 100 }\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(ledger)
+    os.link(policy, tmp_path / "hard.toml")
+    with dpsql.connect(str(db), str(policy), init_ledger=True) as con:
+        con.sql("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)")
+    before = {f: f.read_bytes() for f in (db, ledger, policy)}
+    con = dpsql.connect(str(db), str(policy))
+    targets = [str(ledger), "t.ledger", "sub/../t.ledger", str(tmp_path / "link"), str(ledger) + "-wal",
+               str(ledger) + "-journal", str(db), str(db) + ".wal", str(policy), str(tmp_path / "hard.toml")]
+    keys = "".join(f".output {target}\n" for target in targets) + ".output ok.csv\n"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        capsys.readouterr()
+        with create_pipe_input() as inp:
+            inp.send_text(keys + CTRL_D)
+            status = run_repl(con, input=inp, output=DummyOutput(), history_file=tmp_path / "history")
+    finally:
+        os.chdir(cwd)
+    err = capsys.readouterr().err.splitlines()
+    assert status == 0 and len(err) == len(targets)
+    for line, target in zip(err, targets):
+        assert line.startswith(f"Error: cannot write results to {target}: it is the "), line
+    assert "it is the budget ledger" in err[0] and "it is the -wal file of the budget ledger" in err[4]
+    assert "it is the database" in err[6] and "it is the policy file" in err[8]
+    assert (tmp_path / "ok.csv").exists() and not Path(str(ledger) + "-journal").exists()
+    con.close()
+    assert {f: f.read_bytes() for f in (db, ledger, policy)} == before
+    with Ledger.open(ledger, Budget(Cost(epsilon=5.0))) as led:  # intact: it opens, with its charge
+        assert led.spent() == Cost(epsilon=1.0)
+
+
 # -- completion, highlighting, input handling ------------------------------------------------------
 
 

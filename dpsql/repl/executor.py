@@ -13,6 +13,7 @@ A failing statement never ends the shell: the error is printed and the next one 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import typing as t
@@ -24,6 +25,8 @@ from dpsql.output import render
 
 #: How deep ``.read`` may nest (a file that reads itself stops here).
 MAX_READ_DEPTH = 16
+#: Files SQLite and DuckDB keep next to a database: overwriting one damages the database too.
+SIDE_FILES = ("-wal", "-shm", "-journal", ".wal")
 
 
 @dataclass
@@ -70,8 +73,13 @@ class ReplState:
             print(text, file=stream, flush=True)
 
     def set_output(self, path: str | None) -> None:
-        """Send results to ``path`` (truncated) or, with ``None``, back to standard output."""
+        """Send results to ``path`` (truncated) or, with ``None``, back to standard output.
+
+        Refuses (Error) a path that is, or resolves to, a file of the connection: see
+        :func:`refuse_connection_file`.
+        """
         if path is not None:
+            refuse_connection_file(self.con, path)
             try:
                 fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - kept open until .output
             except OSError as err:
@@ -89,6 +97,42 @@ class ReplState:
     def changed(self) -> None:
         for callback in self.on_change:
             callback()
+
+
+def connection_files(con: t.Any) -> list[tuple[str, str]]:
+    """``(what, path)`` of the files ``con`` depends on: its budget ledger, database and policy."""
+    files = []
+    ledger = getattr(getattr(con, "ledger", None), "path", None)
+    if ledger:
+        files.append(("the budget ledger", ledger))
+    files += [("the database", path) for path in getattr(con, "database_files", ())]
+    source = getattr(getattr(con, "policy", None), "source", None)
+    if source:
+        files.append(("the policy file", source))
+    return files
+
+
+def refuse_connection_file(con: t.Any, path: str) -> None:
+    """Raise Error if writing ``path`` would write over a file of ``con`` or one of its side files
+    (``-wal``, ``-shm``, ``-journal``, ``.wal``), also through symbolic or hard links."""
+    real = os.path.realpath(path)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        stat = None  # does not exist (yet): only its resolved path can match
+    for what, file in connection_files(con):
+        for suffix in ("", *SIDE_FILES):
+            guarded = file + suffix
+            same = os.path.realpath(guarded) == real
+            if not same and stat is not None:
+                try:
+                    same = os.path.samestat(stat, os.stat(guarded))
+                except OSError:
+                    pass
+            if same:
+                which = f"the {suffix} file of {what}" if suffix else what
+                raise Error(f"cannot write results to {path}: it is {which} {file} of this connection; "
+                            "choose another file")
 
 
 def is_special(text: str) -> bool:
