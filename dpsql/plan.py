@@ -22,11 +22,12 @@ import math
 import typing as t
 from dataclasses import dataclass, field
 
-from dpsql.bind import Bound
+from dpsql.bind import Bound, BoundAggregate
 from dpsql.budget import Cost
 from dpsql.errors import OptionError, PrivacyError
 from dpsql.mechanisms import REGISTRY, Context, NoisyPart, Prepared
-from dpsql.mechanisms.base import fmt
+from dpsql.mechanisms.base import N_MAX, fmt
+from dpsql.mechanisms.saa import DEFAULT_CHUNKS
 from dpsql.policy import Policy
 
 #: Mechanism used for each statistic when the query names none (or says 'auto').
@@ -119,6 +120,37 @@ def _context(bound: Bound, policy: Policy) -> Context:
     )
 
 
+def _check_accumulation(agg: BoundAggregate, mechanism: str, ctx: Context) -> None:
+    """Refuse bounds for which an exact sum of clipped values could overflow a double.
+
+    A sum (or mean) adds up at most N_MAX values in [L, U], a variance also their squares: the
+    totals stay finite when N_MAX·max(|L|, |U|) is finite, and N_MAX·(2·max(|L|, |U|))² for the
+    squares (the centring q − 2c·s + c²·n has terms up to twice N_MAX·max(|L|, |U|)²).
+    Sample and aggregate clips each of its k chunk answers to [l, u]: k·max(|l|, |u|) must be
+    finite. Quantiles add nothing up. The test reads the query only: no data-dependent failure
+    can then follow the budget charge.
+    """
+    if agg.lower is None or agg.upper is None:
+        return
+    lower, upper = float(agg.lower), float(agg.upper)
+    big = max(abs(lower), abs(upper))
+    which = f"upper bound {fmt(upper)}" if abs(upper) >= abs(lower) else f"lower bound {fmt(lower)}"
+    if mechanism == "saa":
+        k = ctx.options.chunks or DEFAULT_CHUNKS
+        if not math.isfinite(k * big):
+            raise PrivacyError(f"{agg.label}: the {which} is too large: the sum of {k} chunk answers "
+                               "would overflow a double")
+        return
+    if agg.statistic not in ("sum", "mean", "var", "stddev"):
+        return
+    if not math.isfinite(N_MAX * big):
+        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum over up to 2^63 rows "
+                           "would overflow a double")
+    if agg.statistic in ("var", "stddev") and not math.isfinite(N_MAX * (2.0 * big) * (2.0 * big)):
+        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum of squares over up to "
+                           "2^63 rows would overflow a double")
+
+
 def _public_keys(bound: Bound) -> list[tuple[t.Any, ...]] | None:
     opts = bound.options
     width = len(bound.group_by)
@@ -152,6 +184,7 @@ def plan(bound: Bound, policy: Policy) -> Plan:
         if name not in REGISTRY:
             raise PrivacyError(f"mechanism '{name}' is not available for {agg.label}")
         REGISTRY[name].check(agg, ctx)
+        _check_accumulation(agg, name, ctx)
         if opts.rho is not None and not REGISTRY[name].supports_rho:
             raise OptionError(f"option 'rho' (zCDP) is not supported by mechanism '{name}'")
         names.append(name)

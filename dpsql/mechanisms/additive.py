@@ -27,6 +27,16 @@ MEAN releases a noisy count and a noisy centred sum, then c + Σ̃/max(ñ, 1) cl
 (Σ₂ − Σ₁²/n)/(n − 1), clamped to [0, r²·n/(n−1)]; STDDEV is its square root. Under ``replace``
 with no WHERE and no GROUP BY, COUNT(*) is public (n) and is released exactly at no cost.
 Every row of the table above is checked against brute force in ``tests/test_additive.py``.
+
+Exact statistics that are not finite
+    The plan refuses bounds for which a sum of N_MAX = 2^63 clipped values (for VAR, of their
+    squares) could overflow a double, so the exact parts DuckDB returns are finite. As a last
+    guard, the release clamps every exact part into the range the bounds allow over N_MAX rows
+    (SUM: [N_MAX·min(L, 0), N_MAX·max(U, 0)]; Σ(v − c): [−N_MAX·r, N_MAX·r]; Σ(v − c)²:
+    [0, N_MAX·r²]; a count: [0, N_MAX]), so +inf becomes the bound-implied maximum, −inf the
+    minimum, and NaN is read as 0. The clamp leaves every attainable value as it is and moves
+    two values no further apart, so the sensitivities and the guarantee above are unchanged;
+    what it buys is that nothing can fail, depending on the data, after the budget is charged.
 """
 
 from __future__ import annotations
@@ -41,10 +51,12 @@ from dpsql.errors import OptionError
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
+    N_MAX,
     NoisyPart,
     Prepared,
     ReportEntry,
     clamp,
+    finite_in,
     fmt,
     num,
     register,
@@ -117,16 +129,29 @@ class _AdditivePrepared(Prepared):
         return out
 
     def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
-        """The exact values of the released parts: n, Σ(v − c) and Σ(v − c)² from raw moments."""
+        """The exact values of the released parts: n, Σ(v − c) and Σ(v − c)² from raw moments,
+        each kept inside the range the bounds allow (:meth:`part_range`)."""
         if self.stat in ("count", "sum"):
-            return {name: num(stats.get(name)) for name in self.parts}
-        n, s, c = num(stats.get("n")), stats.get("s"), self.center
-        s = 0 if s is None else s
-        out = {"n": n, "s1": float(s - c * n) if isinstance(s, int) and c.is_integer() else num(s) - c * n}
-        if self.stat == "var":
-            q = num(stats.get("q"))
-            out["s2"] = max(q - 2 * c * num(s) + c * c * n, 0.0)
-        return out
+            out = {name: num(stats.get(name)) for name in self.parts}
+        else:
+            n, s, c = num(stats.get("n")), stats.get("s"), self.center
+            s = 0 if s is None else s
+            out = {"n": n, "s1": float(s - c * n) if isinstance(s, int) and c.is_integer() else num(s) - c * n}
+            if self.stat == "var":
+                q = num(stats.get("q"))
+                out["s2"] = max(q - 2 * c * num(s) + c * c * n, 0.0)
+        return {name: finite_in(value, *self.part_range(name)) for name, value in out.items()}
+
+    def part_range(self, name: str) -> tuple[float, float]:
+        """The values part ``name`` can take over at most N_MAX rows clipped to [L, U]."""
+        r = (self.upper - self.lower) / 2.0
+        if name == "n":
+            return 0.0, float(N_MAX)
+        if name == "s":
+            return N_MAX * min(self.lower, 0.0), N_MAX * max(self.upper, 0.0)
+        if name == "s1":
+            return -N_MAX * r, N_MAX * r
+        return 0.0, N_MAX * r * r
 
     # -- release ------------------------------------------------------------------------------
 
