@@ -22,6 +22,8 @@ import math
 import typing as t
 from dataclasses import dataclass, field
 
+from sqlglot import exp
+
 from dpsql.bind import Bound, BoundAggregate
 from dpsql.budget import Cost
 from dpsql.errors import OptionError, PrivacyError
@@ -106,6 +108,20 @@ class Plan:
         return lines
 
 
+def _reads_the_table_itself(bound: Bound) -> bool:
+    """Whether FROM names the private table itself (not a CTE or subquery, no sample).
+
+    Only then can no row be dropped before the aggregate except by the query's own WHERE
+    (SPEC §4.1: a WHERE in a CTE or subquery counts too); anything else is treated as a filter.
+    """
+    src = bound.from_
+    if not isinstance(src, exp.Table) or not isinstance(src.this, exp.Identifier):
+        return False
+    if src.name.lower() in {cte.alias_or_name.lower() for cte in bound.ctes}:
+        return False
+    return {key for key, value in src.args.items() if value} <= {"this", "alias"}
+
+
 def _context(bound: Bound, policy: Policy) -> Context:
     assert bound.table is not None
     unit = bound.table.privacy_unit
@@ -113,7 +129,7 @@ def _context(bound: Bound, policy: Policy) -> Context:
         neighbouring=policy.neighbouring,
         max_rows=bound.table.max_rows_per_unit * policy.group_size,
         grouped=bool(bound.group_by),
-        filtered=bound.where is not None,
+        filtered=bound.where is not None or not _reads_the_table_itself(bound),
         options=bound.options,
         unit_key=unit,
         group_size=policy.group_size,

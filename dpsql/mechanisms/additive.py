@@ -9,6 +9,11 @@ Guarantee
 Neighbouring relation
     Both. ``add_remove`` (unbounded DP, the default): add or remove one privacy unit, i.e. up to
     m = max_rows_per_unit × group_size rows. ``replace`` (bounded DP): change up to m rows.
+    A changed row need not stay counted: its value may become NULL, it may leave (or enter)
+    the WHERE filter, or, with GROUP BY, move to another group. So under ``replace`` one row
+    changes a group's statistic as a change of value, a removal or an addition does, and the
+    table takes the largest of the three: for SUM, U − L (a value moves from L to U) or
+    max(|L|, |U|) (a value leaves), whichever is larger, the second when 0 is outside [L, U].
 
 Sensitivities (per row; every value is multiplied by m, SPEC §4.1, §6; values clipped to
 [L, U], c = (L+U)/2, r = (U−L)/2):
@@ -17,7 +22,7 @@ Sensitivities (per row; every value is multiplied by m, SPEC §4.1, §6; values 
 statistic       add_remove           replace, ungrouped           replace, GROUP BY (L1)
 ==============  ===================  ===========================  =========================
 COUNT           1                    1 (0 for COUNT(*) w/o WHERE) 2
-SUM             max(|L|, |U|)        U − L                        max(U − L, 2·max(|L|,|U|))
+SUM             max(|L|, |U|)        max(U − L, |L|, |U|)         max(U − L, 2·max(|L|,|U|))
 Σ(v − c)        r                    2r                           2r
 Σ(v − c)²       r²                   r²                           2r²
 ==============  ===================  ===========================  =========================
@@ -79,7 +84,9 @@ def sensitivities(stat: str, lower: float, upper: float, ctx: Context) -> dict[s
     if stat == "sum":
         if not replace:
             return {"s": big * m}
-        return {"s": (max(upper - lower, 2 * big) if ctx.grouped else upper - lower) * m}
+        # A replaced row can also become NULL or leave the WHERE filter (a removal, |v| ≤ big),
+        # and with GROUP BY move to another group (a removal and an addition).
+        return {"s": max(upper - lower, (2 if ctx.grouped else 1) * big) * m}
     s1 = (2 * r if replace else r) * m
     if stat == "mean":
         return {"n": count * m, "s1": s1}
