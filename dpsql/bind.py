@@ -73,6 +73,8 @@ class Bound:
     group_by: list[exp.Expression] = field(default_factory=list)
     #: for each group expression, the source column it reads directly (for public key domains)
     group_columns: list[str | None] = field(default_factory=list)
+    #: for each group expression, its DuckDB type (public key domains are cast to it)
+    group_types: list[str] = field(default_factory=list)
     aggregates: list[BoundAggregate] = field(default_factory=list)
     #: post-processing SELECT over the noisy table ``__noisy(__k0.., __a0..)``
     outer: exp.Select | None = None
@@ -223,6 +225,7 @@ def _bind_select(
         where=where.this if where is not None else None,
         group_by=group_exprs,
         group_columns=group_columns,
+        group_types=[(types.get(col) if col else None) or "VARCHAR" for col in group_columns],
         aggregates=aggregates,
         outer=outer,
         output_names=names,
