@@ -94,7 +94,7 @@ class Bound:
     group_labels: list[str] = field(default_factory=list)
     #: for each group expression, the base column it reads directly (for public key domains)
     group_columns: list[str | None] = field(default_factory=list)
-    #: for each group expression, its DuckDB type
+    #: for each group expression, its DuckDB type (public key domains are cast to it)
     group_types: list[str] = field(default_factory=list)
     aggregates: list[BoundAggregate] = field(default_factory=list)
     #: post-processing SELECT over the noisy table ``__noisy(__k0.., __a0..)``

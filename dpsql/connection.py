@@ -248,9 +248,11 @@ class Connection:
 
             released = release(p, rw, names, rows, self.noise)
             table = self._post_process(p, released.columns, released.rows)
-        except (ValueError, ArithmeticError, duckdb.Error):
-            # After the charge: a failure here can depend on the exact statistics (e.g. a sum
-            # that overflows to inf), so its details are withheld like DuckDB's.
+        except Exception:
+            # After the charge, whatever fails (a bug included) may have failed because of the
+            # exact statistics, and its message may quote them: one fixed message, no details.
+            # The plan refuses what could fail on data (e.g. bounds whose sum can overflow) and
+            # the release is total, so this is not expected to happen.
             raise ExecutionError(
                 "releasing the result failed; the details are withheld because they could depend "
                 "on private values (the budget was charged)"

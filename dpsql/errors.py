@@ -41,3 +41,11 @@ class LedgerError(PrivacyError):
 
 class ExecutionError(Error):
     """DuckDB failed while computing the statistics of an accepted query."""
+
+
+class InternalError(Error):
+    """An invariant of dpsql's own code does not hold (a bug, never the analyst's fault).
+
+    Its message is fixed text and never holds a value computed from the data: raised while
+    releasing a result, it is reported as :class:`ExecutionError` without any details.
+    """

@@ -306,7 +306,9 @@ def global_sensitivity(stat: str, lower: float, upper: float, relation: str = AD
 
     ``max_rows = m`` is also the group-privacy distance ``k`` of seed 001.
     count: ``m`` (add_remove), 0 (replace: n is public). sum: ``m*max(|L|,|U|)``
-    (add_remove), ``m*(U-L)`` (replace) (SPEC 4.1). mean: ``(U-L)/2`` for
+    (add_remove), ``m*(U-L)`` (replace, where no value leaves; when a replaced value may
+    become NULL or leave a WHERE filter it is ``m*max(U-L, |L|, |U|)``, SPEC 4.1, as
+    :func:`dpsql.mechanisms.additive.sensitivities` uses). mean: ``(U-L)/2`` for
     ``m = 1`` under add_remove (the mean of the empty set is the midpoint, and
     any other single-row change moves the mean by at most ``W/2``), ``U-L``
     for ``m >= 2`` and under replace. median/quantile: ``U-L`` (both).

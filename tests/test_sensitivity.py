@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from dpsql import bruteforce as bf
 from dpsql import sensitivity as sens
 
-# Universes whose min and max are the clipping bounds L and U.
-UNIVERSES = [(0, 1, 3, 4, 7), (-2, -1, 0, 2)]
+# Universes whose min and max are the clipping bounds L and U: around 0, and bounds that
+# exclude 0 on either side (where U − L and max(|L|, |U|) differ).
+UNIVERSES = [(0, 1, 3, 4, 7), (-2, -1, 0, 2), (17, 29, 61, 90), (-90, -61, -29, -17)]
 RELATIONS = ("add_remove", "replace")
 STATS = [("count", None), ("sum", None), ("mean", None), ("median", None)] + [
     ("quantile", p) for p in (0.0, 0.25, 0.5, 0.9, 1.0)
@@ -121,6 +122,23 @@ def test_global_sensitivity_is_exact(case: tuple[str, float | None], relation: s
             analytic = sens.global_sensitivity(stat, lo, hi, relation, max_rows=k, p=p)
             assert all(analytic >= b - TOL for b in brute)
             assert analytic == pytest.approx(max(brute), abs=TOL), (universe, k, brute)
+
+
+@pytest.mark.parametrize("universe", UNIVERSES)
+def test_sum_under_replace_when_the_row_may_leave(universe: tuple[float, ...]) -> None:
+    """A replaced row that becomes NULL or leaves the WHERE filter is a removal: the step set is
+    the union of the two relations', and the sum moves by max(U − L, |L|, |U|), which is what
+    the additive mechanism uses (the pure replace relation's U − L is less when 0 is outside)."""
+    from dpsql.mechanisms.additive import sensitivities
+    from dpsql.mechanisms.base import Context
+    from dpsql.options import Options
+
+    lo, hi = min(universe), max(universe)
+    union = max(bf.global_sensitivity("sum", universe, n, relation) for n in range(4) for relation in RELATIONS)
+    assert union == pytest.approx(max(hi - lo, abs(lo), abs(hi)))
+    assert sens.global_sensitivity("sum", lo, hi, "replace") == hi - lo  # the pure relation
+    ctx = Context(neighbouring="replace", max_rows=1, grouped=False, filtered=True, options=Options())
+    assert sensitivities("sum", lo, hi, ctx)["s"] == pytest.approx(union)
 
 
 def test_mean_global_sensitivity_is_half_the_trivial_bound_under_add_remove() -> None:

@@ -9,6 +9,11 @@ Guarantee
 Neighbouring relation
     Both. ``add_remove`` (unbounded DP, the default): add or remove one privacy unit, i.e. up to
     m = max_rows_per_unit × group_size rows. ``replace`` (bounded DP): change up to m rows.
+    A changed row need not stay counted: its value may become NULL, it may leave (or enter)
+    the WHERE filter, or, with GROUP BY, move to another group. So under ``replace`` one row
+    changes a group's statistic as a change of value, a removal or an addition does, and the
+    table takes the largest of the three: for SUM, U − L (a value moves from L to U) or
+    max(|L|, |U|) (a value leaves), whichever is larger, the second when 0 is outside [L, U].
 
 Sensitivities (per row; every value is multiplied by m, SPEC §4.1, §6; values clipped to
 [L, U], c = (L+U)/2, r = (U−L)/2):
@@ -17,7 +22,7 @@ Sensitivities (per row; every value is multiplied by m, SPEC §4.1, §6; values 
 statistic       add_remove           replace, ungrouped           replace, GROUP BY (L1)
 ==============  ===================  ===========================  =========================
 COUNT           1                    1 (0 for COUNT(*) w/o WHERE) 2
-SUM             max(|L|, |U|)        U − L                        max(U − L, 2·max(|L|,|U|))
+SUM             max(|L|, |U|)        max(U − L, |L|, |U|)         max(U − L, 2·max(|L|,|U|))
 Σ(v − c)        r                    2r                           2r
 Σ(v − c)²       r²                   r²                           2r²
 ==============  ===================  ===========================  =========================
@@ -27,6 +32,16 @@ MEAN releases a noisy count and a noisy centred sum, then c + Σ̃/max(ñ, 1) cl
 (Σ₂ − Σ₁²/n)/(n − 1), clamped to [0, r²·n/(n−1)]; STDDEV is its square root. Under ``replace``
 with no WHERE and no GROUP BY, COUNT(*) is public (n) and is released exactly at no cost.
 Every row of the table above is checked against brute force in ``tests/test_additive.py``.
+
+Exact statistics that are not finite
+    The plan refuses bounds for which a sum of N_MAX = 2^63 clipped values (for VAR, of their
+    squares) could overflow a double, so the exact parts DuckDB returns are finite. As a last
+    guard, the release clamps every exact part into the range the bounds allow over N_MAX rows
+    (SUM: [N_MAX·min(L, 0), N_MAX·max(U, 0)]; Σ(v − c): [−N_MAX·r, N_MAX·r]; Σ(v − c)²:
+    [0, N_MAX·r²]; a count: [0, N_MAX]), so +inf becomes the bound-implied maximum, −inf the
+    minimum, and NaN is read as 0. The clamp leaves every attainable value as it is and moves
+    two values no further apart, so the sensitivities and the guarantee above are unchanged;
+    what it buys is that nothing can fail, depending on the data, after the budget is charged.
 """
 
 from __future__ import annotations
@@ -41,10 +56,12 @@ from dpsql.errors import OptionError
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
+    N_MAX,
     NoisyPart,
     Prepared,
     ReportEntry,
     clamp,
+    finite_in,
     fmt,
     num,
     register,
@@ -67,7 +84,9 @@ def sensitivities(stat: str, lower: float, upper: float, ctx: Context) -> dict[s
     if stat == "sum":
         if not replace:
             return {"s": big * m}
-        return {"s": (max(upper - lower, 2 * big) if ctx.grouped else upper - lower) * m}
+        # A replaced row can also become NULL or leave the WHERE filter (a removal, |v| ≤ big),
+        # and with GROUP BY move to another group (a removal and an addition).
+        return {"s": max(upper - lower, (2 if ctx.grouped else 1) * big) * m}
     s1 = (2 * r if replace else r) * m
     if stat == "mean":
         return {"n": count * m, "s1": s1}
@@ -117,16 +136,29 @@ class _AdditivePrepared(Prepared):
         return out
 
     def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
-        """The exact values of the released parts: n, Σ(v − c) and Σ(v − c)² from raw moments."""
+        """The exact values of the released parts: n, Σ(v − c) and Σ(v − c)² from raw moments,
+        each kept inside the range the bounds allow (:meth:`part_range`)."""
         if self.stat in ("count", "sum"):
-            return {name: num(stats.get(name)) for name in self.parts}
-        n, s, c = num(stats.get("n")), stats.get("s"), self.center
-        s = 0 if s is None else s
-        out = {"n": n, "s1": float(s - c * n) if isinstance(s, int) and c.is_integer() else num(s) - c * n}
-        if self.stat == "var":
-            q = num(stats.get("q"))
-            out["s2"] = max(q - 2 * c * num(s) + c * c * n, 0.0)
-        return out
+            out = {name: num(stats.get(name)) for name in self.parts}
+        else:
+            n, s, c = num(stats.get("n")), stats.get("s"), self.center
+            s = 0 if s is None else s
+            out = {"n": n, "s1": float(s - c * n) if isinstance(s, int) and c.is_integer() else num(s) - c * n}
+            if self.stat == "var":
+                q = num(stats.get("q"))
+                out["s2"] = max(q - 2 * c * num(s) + c * c * n, 0.0)
+        return {name: finite_in(value, *self.part_range(name)) for name, value in out.items()}
+
+    def part_range(self, name: str) -> tuple[float, float]:
+        """The values part ``name`` can take over at most N_MAX rows clipped to [L, U]."""
+        r = (self.upper - self.lower) / 2.0
+        if name == "n":
+            return 0.0, float(N_MAX)
+        if name == "s":
+            return N_MAX * min(self.lower, 0.0), N_MAX * max(self.upper, 0.0)
+        if name == "s1":
+            return -N_MAX * r, N_MAX * r
+        return 0.0, N_MAX * r * r
 
     # -- release ------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import math
+import sys
 import typing as t
 from dataclasses import dataclass, field
 
@@ -186,6 +187,26 @@ def raw_select(sql: str, names: list[str]) -> exp.Select:
     body = exp.Var(this=f"({sql.strip()})")
     source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier("__q")))
     return exp.select(*[exp.column(name) for name in names]).from_(source)
+
+
+#: The most rows a table can hold: DuckDB numbers rows with signed 64-bit integers, so no group
+#: has more than 2^63 of them. Bounds are refused at plan time when an accumulation over N_MAX
+#: clipped values could overflow a double (``dpsql.plan``), and a release clamps an exact
+#: statistic into the range the bounds allow over N_MAX rows, so it never meets inf or NaN.
+N_MAX = 2**63
+
+
+def finite_in(x: float, lo: float, hi: float) -> float:
+    """``x`` clamped to [lo, hi], with NaN → 0 (a fallback, clamped as well): always finite.
+
+    For exact statistics that should be finite but came back inf or NaN; the ends ``lo`` and
+    ``hi`` are capped at the largest double, so the result is finite whatever they are.
+    """
+    top = sys.float_info.max
+    lo, hi = max(lo, -top), min(hi, top)
+    if math.isnan(x):
+        x = 0.0
+    return min(max(x, lo), hi)
 
 
 def clamp(x: float, lo: float, hi: float) -> float:

@@ -45,7 +45,7 @@ from sqlglot import exp
 from dpsql import noise as _noise
 from dpsql import sensitivity as sens
 from dpsql.budget import Cost
-from dpsql.errors import PrivacyError
+from dpsql.errors import InternalError, PrivacyError
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.base import Context
@@ -157,7 +157,7 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
             counts.append(hi - lo + 1)
     out = np.repeat(np.asarray(vals, dtype=np.float64), np.asarray(counts, dtype=np.int64))
     if out.size != last - first + 1:  # pragma: no cover - the SQL always covers the window
-        raise AssertionError(f"order statistics {first}..{last} are incomplete ({out.size} found)")
+        raise InternalError("the order statistics of the window are incomplete")
     return out
 
 

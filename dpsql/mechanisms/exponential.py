@@ -53,7 +53,7 @@ from sqlglot import exp
 
 from dpsql import noise as _noise
 from dpsql.budget import Cost
-from dpsql.errors import OptionError, PrivacyError
+from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 
 if t.TYPE_CHECKING:
@@ -121,7 +121,8 @@ def nearest(points: t.Sequence[Point], n: int, pn: Fraction, lower: float, upper
         if r < n or v < upper:
             d = abs(r * den - num)
             best = d if best is None else min(best, d)
-    assert best is not None
+    if best is None:
+        raise InternalError("no candidate interval for the quantile")
     return Fraction(best, den)
 
 
@@ -136,7 +137,7 @@ def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower
     """
     for (_, _, r0), (_, c1, r1) in zip(points, points[1:]):
         if r1 - c1 != r0:
-            raise AssertionError("order statistics are not contiguous")
+            raise InternalError("the order statistics are not contiguous")
     pn = Fraction(p) * n
     cap = nearest(points, n, pn, lower, upper) + b
     lo_rank = math.floor(pn - cap)  # R: c(y) <= R is the left tail
@@ -147,7 +148,7 @@ def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower
         for v, c, r in points:
             if r - c < rank <= r:
                 return v
-        raise AssertionError(f"order statistic {rank} of {n} is missing")
+        raise InternalError("an order statistic of the window is missing")
 
     tail = -eps_prime * float(cap)
     out: list[tuple[float, float, float]] = []
@@ -155,7 +156,7 @@ def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower
         out.append((lower, holder(lo_rank + 1), tail))
     else:  # rank 0: below the smallest value
         if points and points[0][1] != points[0][2]:
-            raise AssertionError("the smallest value is missing")
+            raise InternalError("the smallest value is missing")
         out.append((lower, points[0][0] if points else upper, -eps_prime * float(pn)))
     for j, (v, _, r) in enumerate(points):
         if lo_rank < r < hi_rank:
@@ -164,7 +165,7 @@ def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower
             elif r == n:
                 nxt = upper
             else:
-                raise AssertionError(f"order statistic {r + 1} of {n} is missing")
+                raise InternalError("an order statistic of the window is missing")
             out.append((v, nxt, -eps_prime * (abs(r * pn.denominator - pn.numerator) / pn.denominator)))
     if hi_rank <= n:
         out.append((holder(hi_rank), upper, tail))

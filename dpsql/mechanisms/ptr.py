@@ -7,7 +7,9 @@ Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
     :mod:`dpsql.sensitivity`). D = D(f, x, b), the number of row steps from x to a dataset
     whose local sensitivity exceeds b, is computed exactly, capped at C. With Z a discrete
     Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
-    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way.
+    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The exact mean is read
+    clamped to [L, U], where it lies, so it is finite even if DuckDB's average were not (the
+    plan refuses bounds whose sum over 2^63 rows would overflow).
 
 Guarantee
     (ε₁ + ε₂, δ)-DP per row step. Let x, x' be neighbours. If |f(x) − f(x')| ≤ b, the test
@@ -54,7 +56,18 @@ from dpsql import sensitivity as sens
 from dpsql.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, raw_select, register
+from dpsql.mechanisms.base import (
+    Context,
+    Mechanism,
+    Prepared,
+    ReportEntry,
+    clamp,
+    finite_in,
+    fmt,
+    num,
+    raw_select,
+    register,
+)
 
 if t.TYPE_CHECKING:
     from dpsql.bind import BoundAggregate
@@ -136,7 +149,8 @@ class _PTRPrepared(Prepared):
         """(D capped at C, f(x), n) from one group's exact statistics."""
         n = int(num(stats.get("n")))
         if self.stat == "mean":
-            f = num(stats.get("mean")) if n else (self.lower + self.upper) / 2
+            # the mean of values clipped to [L, U] lies in [L, U]; finite_in keeps it finite
+            f = finite_in(num(stats.get("mean")), self.lower, self.upper) if n else (self.lower + self.upper) / 2
             d = datadep.mean_distance(n, self.b, self.lower, self.upper, self.cal.relation)
             return min(d, self.cap), f, n
         if n == 0:  # only the padding: x_0 = L, x_1 = U

@@ -21,6 +21,10 @@ Noise (``noise`` option)
     ε. ``tests/test_ptr_smooth.py`` checks both distributions numerically.)
     Data-dependent scales are sampled on a public grid 2^k (k from U − L only) and S is
     enlarged by 2^k for the rounding to it, which keeps it β-smooth (S + c ≤ e^β(S' + c)).
+    S ≤ U − L for every dataset, so a query whose largest scale (U − L + 2^k)/α overflows a
+    double is refused when planned; a Cauchy-like value more than one grid step beyond a bound
+    is set to that point before snapping (it is clamped to the bound all the same), so that
+    no release fails on the data after the budget is charged.
 
 Smooth bound S (SPEC §4.2)
     mean: from n alone, ``add_remove``: max_k e^{−βk}·(U − L)/max(n − k, 2) (k = 0: the exact
@@ -48,9 +52,20 @@ from sqlglot import exp
 from dpsql import noise as _noise
 from dpsql import sensitivity as sens
 from dpsql.budget import Cost
-from dpsql.errors import OptionError
+from dpsql.errors import InternalError, OptionError
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, raw_select, register
+from dpsql.mechanisms.base import (
+    Context,
+    Mechanism,
+    Prepared,
+    ReportEntry,
+    clamp,
+    finite_in,
+    fmt,
+    num,
+    raw_select,
+    register,
+)
 
 if t.TYPE_CHECKING:
     from dpsql.bind import BoundAggregate
@@ -84,6 +99,11 @@ class _SmoothPrepared(Prepared):
             self.alpha, self.beta = eps / 2.0, eps / (2.0 * math.log(2.0 / self.cal.delta))
         self.k = datadep.truncation(self.beta, self.lower, self.upper) if self.stat == "quantile" else 0
         self.grid = datadep.public_grid(self.lower, self.upper)
+        # S <= U − L for every dataset, so this scale bounds every data-dependent one: when it
+        # is finite, no release can overflow it (refused here, from the query alone).
+        if not math.isfinite((self.upper - self.lower + math.ldexp(1.0, self.grid)) / self.alpha):
+            raise OptionError(f"{agg.label}: epsilon is too small for the bounds "
+                              f"[{fmt(self.lower)}, {fmt(self.upper)}]: the noise scale would overflow")
         i = agg.index
         self.columns = (f"a{i}_smooth_w", f"a{i}_smooth_n")
 
@@ -105,9 +125,11 @@ class _SmoothPrepared(Prepared):
         """(f(x), S(x)) of one group: the exact statistic and its β-smooth bound."""
         n = int(num(stats.get("n")))
         if self.stat == "mean":
-            f = num(stats.get("mean")) if n else (self.lower + self.upper) / 2
+            # the mean of values clipped to [L, U] lies in [L, U]; finite_in keeps it finite
+            f = finite_in(num(stats.get("mean")), self.lower, self.upper) if n else (self.lower + self.upper) / 2
             return f, datadep.mean_smooth(n, self.beta, self.lower, self.upper, self.cal.relation)
-        assert self.p is not None
+        if self.p is None:
+            raise InternalError("a quantile without its p")
         p = float(self.p)
         first, last = sens.window_ranks(n, p, self.k)
         window = datadep.window_values(stats.get(self.columns[0]), first, last)
@@ -121,7 +143,12 @@ class _SmoothPrepared(Prepared):
         f, s = self.smooth(stats)
         scale = (s + math.ldexp(1.0, self.grid)) / self.alpha
         if self.cauchy:
-            raw = _noise.snap(f + scale * noise.cauchy_like(GAMMA), self.grid)
+            # A value more than one grid step beyond a bound snaps to a point beyond it and is
+            # clamped to that bound all the same: clamping first keeps inf and huge values
+            # (which the snapping cannot scale) out of it, and changes no result.
+            step = math.ldexp(1.0, self.grid)
+            raw = clamp(f + scale * noise.cauchy_like(GAMMA), self.lower - step, self.upper + step)
+            raw = _noise.snap(raw, self.grid)
         else:
             raw = noise.laplace(f, scale, k=self.grid)
         value = clamp(raw, self.lower, self.upper)

@@ -83,6 +83,9 @@ def _additive(kind: str, opts: str) -> None:
         ("count with WHERE, replace", f"SELECT DP_COUNT(*) FROM t WHERE x > 50 {w}",
          rows(0, 0, 100), rows(0, 100, 100), rep),
         ("sum, replace L → U", f"SELECT DP_SUM(x, -50, 100) FROM t {w}", rows(-50, 0), rows(100, 0), rep),
+        # bounds that exclude 0: the row at U becoming NULL moves the sum by 90 > U − L = 73
+        ("sum, replace, [17, 90], U → NULL", f"SELECT DP_SUM(x) FROM t {w}", rows(90, 50), rows(None, 50),
+         policy("replace", 17.0, 90.0)),
         ("mean, replace, n = 2", f"SELECT DP_MEAN(x) FROM t {w}", rows(0, 0), rows(0, 100), rep),
         ("var, replace, n = 3", f"SELECT DP_VAR(x) FROM t {w}", rows(0, 0, 0), rows(0, 0, 100), rep),
         ("stddev, replace, n = 3", f"SELECT DP_STDDEV(x) FROM t {w}", rows(0, 100, 100), rows(100, 100, 100), rep),

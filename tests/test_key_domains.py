@@ -1,0 +1,132 @@
+"""Public key domains are normalised by DuckDB's own cast to the group expression's type.
+
+``keys = ['16', '016', ' 16', '+16']`` for an INTEGER column names one group four times: DuckDB
+casts every spelling to 16. Released as four rows, the group would get four fresh noisy answers
+for the price of one. Such domains are refused before anything runs, and so are keys that do
+not cast; the policy's key lists are held to the same rule.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql.demo import load_adult
+from tests.conftest import demo_policy
+
+
+def _setup(con: duckdb.DuckDBPyConnection) -> None:
+    load_adult(con)
+    con.execute("CREATE TABLE t (g INTEGER, d DOUBLE, day DATE, x DOUBLE)")
+    con.execute("INSERT INTO t VALUES (16, 1.5, DATE '2020-01-01', 1), (17, 2.5, DATE '2020-01-02', 2), "
+                "(16, 'nan', DATE '2020-01-01', 3)")
+
+
+def _connect(**columns: dict) -> dpsql.Connection:
+    pol = demo_policy(epsilon=100.0)
+    pol["tables"]["t"] = {"columns": {"x": {"lower": 0, "upper": 10}, **columns}}
+    return dpsql.connect(":memory:", pol, setup=_setup)
+
+
+@pytest.fixture(scope="module")
+def con() -> dpsql.Connection:
+    c = _connect()
+    yield c
+    c.close()
+
+
+def _refused(con: dpsql.Connection, sql: str, error: type[dpsql.Error]) -> str:
+    before = con.budget.spent.epsilon
+    with pytest.raises(error) as info:
+        con.sql(sql)
+    assert con.budget.spent.epsilon == before, "a refusal charges nothing"
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_four_spellings_of_one_integer_key_are_refused(con: dpsql.Connection) -> None:
+    sql = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['16', '016', ' 16', '+16'])"
+    assert _refused(con, sql, dpsql.OptionError) == "keys: '16' and '016' are the same INTEGER key 16"
+
+
+@pytest.mark.parametrize("keys", ["['16', 16]", "[16, '+16']", "['16', '16 ']", "['1e1', 10]", "[' 17 ', '0017']"])
+def test_any_two_spellings_of_one_key_are_refused(con: dpsql.Connection, keys: str) -> None:
+    sql = f"SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = {keys})"
+    assert "are the same INTEGER key" in _refused(con, sql, dpsql.OptionError)
+
+
+def test_distinct_keys_still_work_and_are_typed(con: dpsql.Connection) -> None:
+    res = con.sql("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = [16, 17])")
+    assert [k for k, _ in res.fetchall()] == [16, 17]
+    _, p, rw = con._prepare("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['016', '+17'])")
+    assert p is not None and p.public_keys == [(16,), (17,)]
+    assert "(VALUES (16), (17))" in rw.sql
+
+
+def test_a_key_that_does_not_cast_is_refused(con: dpsql.Connection) -> None:
+    sql = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['16x'])"
+    assert _refused(con, sql, dpsql.OptionError) == "keys: '16x' is not a valid INTEGER"
+    sql = "SELECT day, DP_COUNT(*) FROM t GROUP BY day WITH (epsilon = 1, keys = ['2020-02-30'])"
+    assert _refused(con, sql, dpsql.OptionError) == "keys: '2020-02-30' is not a valid DATE"
+
+
+def test_a_number_that_changes_in_the_cast_is_refused(con: dpsql.Connection) -> None:
+    sql = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = [16.5])"
+    assert _refused(con, sql, dpsql.OptionError) == "keys: 16.5 is not a valid INTEGER (it would become 16)"
+
+
+def test_other_types_are_normalised_too(con: dpsql.Connection) -> None:
+    for keys in ("['2020-1-1', '2020-01-01']", "['nan', 'NaN']", "[1.5, '1.50']"):
+        column = "day" if "2020" in keys else "d"
+        sql = f"SELECT {column}, DP_COUNT(*) FROM t GROUP BY {column} WITH (epsilon = 1, keys = {keys})"
+        assert "are the same" in _refused(con, sql, dpsql.OptionError)
+    res = con.sql("SELECT day, DP_COUNT(*) FROM t GROUP BY day WITH (epsilon = 1, keys = ['2020-1-1', '2020-1-2'])")
+    assert len(res.fetchall()) == 2
+
+
+def test_multi_part_keys_are_compared_after_the_cast(con: dpsql.Connection) -> None:
+    sql = ("SELECT g, day, DP_COUNT(*) FROM t GROUP BY g, day "
+           "WITH (epsilon = 1, keys = [(16, '2020-01-01'), ('016', '2020-1-1'), (17, '2020-01-01')])")
+    message = _refused(con, sql, dpsql.OptionError)
+    assert message.startswith("keys: ") and "are the same key (16, 2020-01-01) of types (INTEGER, DATE)" in message
+
+
+@pytest.mark.parametrize("keys, message", [
+    (["16", "016"], "tables.t.columns.g.keys: '16' and '016' are the same INTEGER key 16"),
+    ([16, "+16", 17], "tables.t.columns.g.keys: 16 and '+16' are the same INTEGER key 16"),
+    (["16", "sixteen"], "tables.t.columns.g.keys: 'sixteen' is not a valid INTEGER"),
+])
+def test_a_policy_key_domain_with_duplicates_after_the_cast_is_refused(keys: list, message: str) -> None:
+    c = _connect(g={"keys": keys})
+    try:
+        assert _refused(c, "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1)", dpsql.PolicyError) == message
+        assert c.explain("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)")  # other queries still run
+    finally:
+        c.close()
+
+
+def test_a_policy_key_domain_is_released_typed() -> None:
+    c = _connect(g={"keys": ["16", "17", "18"]})
+    try:
+        res = c.sql("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1)")
+        assert [k for k, _ in res.fetchall()] == [16, 17, 18]
+    finally:
+        c.close()
+
+
+def test_the_cast_reads_no_file_and_holds_no_data(con: dpsql.Connection, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from dpsql import plan
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n42\n")
+
+    con.explain("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = [16])")
+    caster = plan._CASTER
+    assert caster is not None
+    assert caster.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0] == 0
+    with pytest.raises(duckdb.Error):
+        caster.execute("SELECT * FROM read_csv(?)", [str(secret)])
+    with pytest.raises(duckdb.Error):
+        caster.execute("SET enable_external_access = true")
