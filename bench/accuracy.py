@@ -51,7 +51,7 @@ QUERIES: dict[tuple[str, str], str] = {
 def connect() -> t.Any:
     """The demo data and policy, with a budget large enough for every release."""
     import dpsql
-    from dpsql.demo import demo_policy_path, load_adult
+    from dpsql.interfaces.demo import demo_policy_path, load_adult
 
     with open(demo_policy_path(), "rb") as fh:
         policy = tomllib.load(fh)
@@ -101,7 +101,7 @@ def summarise(stat: str, values: list[t.Any], truth: t.Any) -> dict[str, t.Any]:
 
 def releases(con: t.Any, query: str, n: int) -> list[t.Any]:
     """Execute the statistics query once, then draw ``n`` releases (noise only)."""
-    from dpsql.release import release
+    from dpsql.engine.release import release
 
     _, plan, rewritten = con._prepare(query)
     cur = con._con.execute(rewritten.sql)

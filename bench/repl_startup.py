@@ -121,8 +121,8 @@ def main() -> int:
     refs = {
         "python -c pass": "pass",
         "import dpsql": "import dpsql",
-        "import dpsql + connect_demo()": "import dpsql.demo; dpsql.demo.connect_demo()",
-        "... + import the shell": "import dpsql.demo; dpsql.demo.connect_demo(); import dpsql.repl.shell",
+        "import dpsql + connect_demo()": "import dpsql.interfaces.demo; dpsql.interfaces.demo.connect_demo()",
+        "... + import the shell": "import dpsql.interfaces.demo; dpsql.interfaces.demo.connect_demo(); import dpsql.interfaces.repl.shell",
     }
     print(f"start-up to first prompt ({'tmux' if args.tmux else 'pty'}), {args.runs} runs:")
     print(f"  wall: median {statistics.median(times):.3f} s   min {min(times):.3f} s   max {max(times):.3f} s")

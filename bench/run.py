@@ -136,7 +136,7 @@ def peers_accuracy(res: dict[str, t.Any], releases: int) -> None:
 def write_adult() -> None:
     import duckdb
 
-    from dpsql.demo import load_adult
+    from dpsql.interfaces.demo import load_adult
 
     con = duckdb.connect()
     load_adult(con)

@@ -1,5 +1,5 @@
 """``python -m dpsql``: the ``dpsql`` command."""
 
-from dpsql.cli import main
+from dpsql.interfaces.cli import main
 
 raise SystemExit(main())

@@ -17,15 +17,15 @@ import duckdb
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
-    from dpsql.bind import Bound
-    from dpsql.plan import Plan
-    from dpsql.rewrite import Rewritten
+    from dpsql.sql.bind import Bound
+    from dpsql.engine.plan import Plan
+    from dpsql.engine.rewrite import Rewritten
 
-from dpsql.budget import Cost, format_cost, to_kind
+from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.errors import BindError, Error, ExecutionError, OptionError, PolicyError
-from dpsql.ledger import Entry, Ledger
-from dpsql.noise import NoiseSource, default_noise
-from dpsql.policy import Policy, load_policy
+from dpsql.privacy.ledger import Entry, Ledger
+from dpsql.privacy.noise import NoiseSource, default_noise
+from dpsql.privacy.policy import Policy, load_policy
 from dpsql.result import Result
 
 #: Settings applied to every analyst connection before the configuration is locked.
@@ -175,10 +175,10 @@ class Connection:
     def _prepare(self, query: str) -> tuple["Bound", "Plan | None", "Rewritten | None"]:
         # The pipeline (sqlglot, the mechanisms, numpy) is imported on the first query, so
         # that opening a connection, and the shell's first prompt, stay fast.
-        from dpsql import dialect
-        from dpsql.bind import bind
-        from dpsql.plan import plan
-        from dpsql.rewrite import rewrite
+        from dpsql.sql import dialect
+        from dpsql.sql.bind import bind
+        from dpsql.engine.plan import plan
+        from dpsql.engine.rewrite import rewrite
 
         parsed = dialect.parse(query)
         bound = bind(parsed, self.policy, self._columns, database=self._database, describe=self._describe)
@@ -244,7 +244,7 @@ class Connection:
             ) from None
         self.ledger.charge(amount, query=query.strip(), detail="; ".join(p.mechanisms))
         try:
-            from dpsql.release import release
+            from dpsql.engine.release import release
 
             released = release(p, rw, names, rows, self.noise)
             table = self._post_process(p, released.columns, released.rows)

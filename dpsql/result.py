@@ -6,8 +6,8 @@ import typing as t
 from dataclasses import dataclass, field
 
 
-from dpsql.budget import Cost
-from dpsql.report import ReportEntry, fmt
+from dpsql.privacy.budget import Cost
+from dpsql.privacy.report import ReportEntry, fmt
 
 if t.TYPE_CHECKING:
     import pyarrow as pa

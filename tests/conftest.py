@@ -13,8 +13,8 @@ import pytest
 import scipy  # noqa: F401
 
 import dpsql
-from dpsql.demo import load_adult
-from dpsql.noise import SeededNoise
+from dpsql.interfaces.demo import load_adult
+from dpsql.privacy.noise import SeededNoise
 
 matplotlib.use("Agg")
 

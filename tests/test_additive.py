@@ -20,7 +20,7 @@ import pytest
 from dpsql.mechanisms import additive
 from dpsql.mechanisms.additive import sensitivities
 from dpsql.mechanisms.base import Context
-from dpsql.options import Options
+from dpsql.sql.options import Options
 
 #: (L, U): around 0 (exercises max(|L|, |U|) for add_remove), and two intervals that exclude 0
 #: (where a replaced row that becomes NULL or leaves the filter moves a sum by more than U − L)
@@ -186,11 +186,10 @@ def test_every_cell_of_the_docstring_table_matches_brute_force_and_the_code(
 @pytest.mark.parametrize("source", [
     "(SELECT * FROM adult WHERE age > 50) AS s",
     "older",
-    "adult TABLESAMPLE (10 ROWS)",
 ])
 def test_a_count_through_a_filtering_cte_or_subquery_is_not_public_under_replace(source: str) -> None:
     import dpsql
-    from dpsql.demo import load_adult
+    from dpsql.interfaces.demo import load_adult
     from tests.conftest import demo_policy
 
     pol = demo_policy(epsilon=5.0)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import dpsql
-import dpsql.release as release_module
+import dpsql.engine.release as release_module
 from dpsql.connection import Connection
-from dpsql.demo import load_adult
+from dpsql.interfaces.demo import load_adult
 from dpsql.errors import InternalError
-from dpsql.noise import SeededNoise
+from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 WITHHELD = ("releasing the result failed; the details are withheld because they could depend "
@@ -151,7 +151,7 @@ def test_the_bound_implied_range_of_a_sum() -> None:
 
 
 RELEASE_CODE = [*sorted((Path(dpsql.__file__).parent / "mechanisms").glob("*.py")),
-                Path(dpsql.__file__).parent / "release.py"]
+                Path(dpsql.__file__).parent / "engine" / "release.py"]
 
 
 @pytest.mark.parametrize("path", RELEASE_CODE, ids=lambda p: p.name)

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from dpsql.cli import main, split_statements
+from dpsql.interfaces.cli import main
+from dpsql.interfaces.console import split_statements
 
 DEMO_MEAN = "SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)"
 
@@ -22,7 +23,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_readme_first_command_prints_mean_near_truth() -> None:
     """The README's demo command, as a separate process through the console script's module."""
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; from dpsql.cli import main; sys.exit(main())", "--demo", "-c", DEMO_MEAN],
+        [sys.executable, "-c", "import sys; from dpsql.interfaces.cli import main; sys.exit(main())", "--demo", "-c", DEMO_MEAN],
         capture_output=True, text=True, check=True,
     )
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("│") and "DP_MEAN" not in ln][0]
@@ -143,8 +144,8 @@ def _ledger_policy(tmp_path, epsilon: float, delta: float = 1e-5):
 
 
 def test_a_larger_policy_budget_is_refused_until_set_budget(tmp_path, capsys) -> None:
-    from dpsql.budget import Cost
-    from dpsql.ledger import Ledger
+    from dpsql.privacy.budget import Cost
+    from dpsql.privacy.ledger import Ledger
 
     q = "SELECT DP_SUM(x) FROM t WITH (epsilon = 6)"
     db, pol, ledger = _ledger_policy(tmp_path, 10)

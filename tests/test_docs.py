@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dpsql.cli import main
-from dpsql.options import parse_options
+from dpsql.interfaces.cli import main
+from dpsql.sql.options import parse_options
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -67,7 +67,7 @@ def test_readme_option_table_matches_the_parser() -> None:
                  "confidence": exp.Literal.number("0.9"), "delta": exp.Literal.number("0.1")}.get(
             key, exp.Literal.number("2"))
         parse_options([(key, value)])  # every documented key is accepted
-    from dpsql.keywords import OPTION_KEYS
+    from dpsql.sql.keywords import OPTION_KEYS
 
     assert documented == set(OPTION_KEYS)
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 import dpsql
-from dpsql.noise import SecureNoise, SeededNoise, grid_exponent
+from dpsql.privacy.noise import SecureNoise, SeededNoise, grid_exponent
 
 POLICY = {"budget": {"epsilon": 1e9, "delta": 0.5}, "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 10}}}}}
 # Two inputs whose sums differ by 1e-9, far below the grid step 2^k ≈ 7.5e-9 (scale ≈ 10).

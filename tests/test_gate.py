@@ -1,8 +1,8 @@
 """The privacy gate piece by piece: name resolution, the allowlist, the rewrite's names, DP_AGG.
 
 The hostile corpus (tests/corpus/hostile.toml) and the random-query property test check the
-gate from the outside; these tests pin down each rule of dpsql/scope.py, dpsql/allow.py and
-dpsql/bind.py on its own, so that a regression names the rule it breaks.
+gate from the outside; these tests pin down each rule of dpsql/sql/scope.py, dpsql/sql/allow.py and
+dpsql/sql/bind.py on its own, so that a regression names the rule it breaks.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
-from dpsql.allow import ANONYMOUS, _WHY
-from dpsql.bind import DP_AGG_ANY, DP_AGG_NUMERIC
-from dpsql.demo import load_adult
-from dpsql.noise import SeededNoise
+from dpsql.sql.allow import ANONYMOUS, _WHY
+from dpsql.sql.bind import DP_AGG_ANY, DP_AGG_NUMERIC
+from dpsql.interfaces.demo import load_adult
+from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 

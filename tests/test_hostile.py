@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import dpsql
-from dpsql.demo import load_adult
-from dpsql.noise import SeededNoise
+from dpsql.interfaces.demo import load_adult
+from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 CORPUS = Path(__file__).parent / "corpus" / "hostile.toml"
@@ -113,9 +113,9 @@ def test_the_totality_check_would_catch_a_rewrite_that_can_fail(
     cons: dict[str, dpsql.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without TRY/TRY_CAST in the rewrite, a failing CAST errs on the full table only."""
-    import dpsql.rewrite
+    import dpsql.engine.rewrite
 
-    monkeypatch.setattr(dpsql.rewrite, "total", lambda node: node.copy())
+    monkeypatch.setattr(dpsql.engine.rewrite, "total", lambda node: node.copy())
     sql = "SELECT DP_COUNT(*) FROM adult WHERE CAST(workclass AS INT) > 0 WITH (epsilon = 1)"
     assert _outcome(cons["all"], sql) == "ExecutionError"
     assert _outcome(cons["none"], sql) == "ok"

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.demo import load_adult
+from dpsql.interfaces.demo import load_adult
 from tests.conftest import demo_policy
 
 
@@ -117,7 +117,7 @@ def test_a_policy_key_domain_is_released_typed() -> None:
 
 
 def test_the_cast_reads_no_file_and_holds_no_data(con: dpsql.Connection, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from dpsql import plan
+    from dpsql.engine import plan
 
     secret = tmp_path / "secret.csv"
     secret.write_text("a\n42\n")

@@ -1,4 +1,4 @@
-"""Tests of dpsql.noise.
+"""Tests of dpsql.privacy.noise.
 
 Calibrations are checked against OpenDP's own privacy maps and against scipy;
 samplers by goodness-of-fit tests with modest sample sizes (p-value floor 1e-4).
@@ -14,8 +14,8 @@ import opendp.prelude as dp
 import pytest
 from scipy import integrate, optimize, special, stats
 
-from dpsql import noise
-from dpsql.noise import NoiseSource, SecureNoise, SeededNoise
+from dpsql.privacy import noise
+from dpsql.privacy.noise import NoiseSource, SecureNoise, SeededNoise
 
 dp.enable_features("contrib")
 
@@ -428,7 +428,7 @@ def test_secure_add_many_has_the_scalar_law_and_grid() -> None:
     import numpy as np
     from scipy import stats
 
-    from dpsql.noise import SecureNoise, grid_exponent
+    from dpsql.privacy.noise import SecureNoise, grid_exponent
 
     src = SecureNoise()
     scale = 3.0

@@ -8,7 +8,7 @@ import pytest
 
 import dpsql
 from dpsql.errors import PolicyError
-from dpsql.policy import load_policy
+from dpsql.privacy.policy import load_policy
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -89,7 +89,7 @@ def test_bundled_demo_table_equals_the_csv_fixture() -> None:
     """The demo's Parquet file holds exactly the rows of fixtures/adult/adult.csv."""
     import duckdb
 
-    from dpsql.demo import load_adult
+    from dpsql.interfaces.demo import load_adult
 
     con = duckdb.connect()
     load_adult(con)

@@ -1,4 +1,4 @@
-"""Tests of the interactive shell (dpsql.repl): driven through prompt_toolkit's pipe input, the
+"""Tests of the interactive shell (dpsql.interfaces.repl): driven through prompt_toolkit's pipe input, the
 completer and lexer called directly, the non-interactive ``dpsql --demo < file`` path, and one
 session on a real pseudo-terminal inside tmux."""
 
@@ -20,13 +20,13 @@ from prompt_toolkit.output import DummyOutput
 from pygments.token import Name
 
 import dpsql
-from dpsql.demo import connect_demo
-from dpsql.noise import SeededNoise
-from dpsql.repl import run_repl
-from dpsql.repl.completer import DPSQLCompleter
-from dpsql.repl.lexer import DPSQLLexer
-from dpsql.repl.shell import default_history_path, open_history, statement_complete
-from dpsql.repl.special import ALIASES, COMMANDS, completion_kinds
+from dpsql.interfaces.demo import connect_demo
+from dpsql.privacy.noise import SeededNoise
+from dpsql.interfaces.repl import run_repl
+from dpsql.interfaces.repl.completer import DPSQLCompleter
+from dpsql.interfaces.repl.lexer import DPSQLLexer
+from dpsql.interfaces.repl.shell import default_history_path, open_history, statement_complete
+from dpsql.interfaces.repl.special import ALIASES, COMMANDS, completion_kinds
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,
@@ -171,8 +171,8 @@ def test_mode_output_read_timer_explain(drive: t.Callable[..., Session], tmp_pat
 def test_output_refuses_the_ledger_database_and_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import duckdb
 
-    from dpsql.budget import Budget, Cost
-    from dpsql.ledger import Ledger
+    from dpsql.privacy.budget import Budget, Cost
+    from dpsql.privacy.ledger import Ledger
 
     db, ledger, policy = tmp_path / "t.duckdb", tmp_path / "t.ledger", tmp_path / "p.toml"
     raw = duckdb.connect(str(db))

@@ -50,7 +50,7 @@ def generate(con) -> str:
 
 @pytest.fixture(scope="module")
 def con():
-    from dpsql.demo import connect_demo
+    from dpsql.interfaces.demo import connect_demo
 
     c = connect_demo()
     yield c
@@ -69,7 +69,7 @@ def test_fixture_sql_runs_in_duckdb(con) -> None:
     """Every expected statement is valid DuckDB SQL over the demo tables (bound, not run)."""
     import duckdb
 
-    from dpsql.demo import load_adult
+    from dpsql.interfaces.demo import load_adult
 
     raw = duckdb.connect()
     load_adult(raw)
@@ -78,7 +78,7 @@ def test_fixture_sql_runs_in_duckdb(con) -> None:
 
 
 if __name__ == "__main__":
-    from dpsql.demo import connect_demo
+    from dpsql.interfaces.demo import connect_demo
 
     EXPECTED.write_text(generate(connect_demo()), encoding="utf-8")
     sys.stdout.write(f"wrote {EXPECTED}\n")

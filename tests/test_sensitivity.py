@@ -1,4 +1,4 @@
-"""Analytic sensitivities (dpsql.sensitivity) checked against brute force (dpsql.bruteforce).
+"""Analytic sensitivities (dpsql.privacy.sensitivity) checked against brute force (dpsql.admin.bruteforce).
 
 Every analytic LS, A(k), D(b), S_beta and global sensitivity is compared with an
 exhaustive enumeration of neighbours on all small datasets (n <= 6, k <= 3,
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from dpsql import bruteforce as bf
-from dpsql import sensitivity as sens
+from dpsql.admin import bruteforce as bf
+from dpsql.privacy import sensitivity as sens
 
 # Universes whose min and max are the clipping bounds L and U: around 0, and bounds that
 # exclude 0 on either side (where U − L and max(|L|, |U|) differ).
@@ -131,7 +131,7 @@ def test_sum_under_replace_when_the_row_may_leave(universe: tuple[float, ...]) -
     the additive mechanism uses (the pure replace relation's U − L is less when 0 is outside)."""
     from dpsql.mechanisms.additive import sensitivities
     from dpsql.mechanisms.base import Context
-    from dpsql.options import Options
+    from dpsql.sql.options import Options
 
     lo, hi = min(universe), max(universe)
     union = max(bf.global_sensitivity("sum", universe, n, relation) for n in range(4) for relation in RELATIONS)

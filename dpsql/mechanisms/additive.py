@@ -51,7 +51,7 @@ import typing as t
 
 from sqlglot import exp
 
-from dpsql.budget import Cost
+from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.mechanisms.base import (
     Context,
@@ -68,8 +68,8 @@ from dpsql.mechanisms.base import (
 )
 
 if t.TYPE_CHECKING:
-    from dpsql.bind import BoundAggregate
-    from dpsql.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
+    from dpsql.privacy.noise import NoiseSource
 
 
 def sensitivities(stat: str, lower: float, upper: float, ctx: Context) -> dict[str, float]:

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpsql import noise as _noise
-from dpsql.budget import Cost
+from dpsql.privacy import noise as _noise
+from dpsql.privacy.budget import Cost
 from dpsql.errors import PrivacyError
-from dpsql.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
+from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
 
 if t.TYPE_CHECKING:
-    from dpsql.bind import BoundAggregate
-    from dpsql.noise import NoiseSource
-    from dpsql.options import Options
+    from dpsql.sql.bind import BoundAggregate
+    from dpsql.privacy.noise import NoiseSource
+    from dpsql.sql.options import Options
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Context:
 class NoisyPart:
     """One noisy measurement: a statistic of sensitivity ``sensitivity`` released with its share.
 
-    ``kind`` is ``"laplace"`` (scale b = Δ/ε, with the grid slack of :mod:`dpsql.noise`) or
+    ``kind`` is ``"laplace"`` (scale b = Δ/ε, with the grid slack of :mod:`dpsql.privacy.noise`) or
     ``"gaussian"`` (σ from the analytic Gaussian for (ε, δ), or Δ/sqrt(2ρ) for ρ-zCDP).
     Integer parts (counts) use the discrete distributions on the integers (CKS20).
     """
@@ -191,7 +191,7 @@ def raw_select(sql: str, names: list[str]) -> exp.Select:
 
 #: The most rows a table can hold: DuckDB numbers rows with signed 64-bit integers, so no group
 #: has more than 2^63 of them. Bounds are refused at plan time when an accumulation over N_MAX
-#: clipped values could overflow a double (``dpsql.plan``), and a release clamps an exact
+#: clipped values could overflow a double (``dpsql.engine.plan``), and a release clamps an exact
 #: statistic into the range the bounds allow over N_MAX rows, so it never meets inf or NaN.
 N_MAX = 2**63
 

@@ -1,7 +1,7 @@
 """Pieces shared by the data-dependent mechanisms ``ptr`` and ``smooth`` (SPEC §4.2).
 
 Neighbouring relation and group privacy (:func:`calibrate`)
-    The row-level quantities of :mod:`dpsql.sensitivity` are for one row step. dpsql runs them
+    The row-level quantities of :mod:`dpsql.privacy.sensitivity` are for one row step. dpsql runs them
     on the clipped, non-NULL values of one group (after WHERE), where a privacy unit can cause
 
     * ``add_remove``: up to m row additions or removals (m = ``ctx.max_rows``);
@@ -25,7 +25,7 @@ Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
     Per group, one hash pass over the clipped values builds a histogram of ``BUCKETS`` equal
     buckets on [L, U] (count, min, max); a window sum gives cumulative counts, n and the target
     rank r = max(1, ⌈p·n⌉) (exact, in integer arithmetic with p as its shortest decimal, as
-    :func:`dpsql.sensitivity.rank`). Only the buckets holding a rank of the window
+    :func:`dpsql.privacy.sensitivity.rank`). Only the buckets holding a rank of the window
     [r − h − 1, r + h + 1] are kept; a bucket with a single value (every bucket of an integer
     column such as age) is already exact, and the values of the others are counted in a second
     pass that joins the source to those few buckets. Nothing sorts the table. The result is the
@@ -42,9 +42,9 @@ from fractions import Fraction
 import numpy as np
 from sqlglot import exp
 
-from dpsql import noise as _noise
-from dpsql import sensitivity as sens
-from dpsql.budget import Cost
+from dpsql.privacy import noise as _noise
+from dpsql.privacy import sensitivity as sens
+from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, PrivacyError
 
 if t.TYPE_CHECKING:
@@ -59,7 +59,7 @@ MAX_WINDOW = 4096
 #: Largest denominator of p (its shortest decimal) for the exact integer rank in SQL.
 MAX_DENOMINATOR = 10**30
 #: Data-dependent noise scales are sampled on the grid 2^k, k = grid_exponent(U − L) − GRID_SHIFT
-#: (public), so that the grid never depends on the data (Mironov 2012; dpsql.noise).
+#: (public), so that the grid never depends on the data (Mironov 2012; dpsql.privacy.noise).
 GRID_SHIFT = 10
 
 
@@ -75,7 +75,7 @@ class Calibration:
     why: str
 
     def model_relation(self, n: int) -> str:
-        """The :mod:`dpsql.sensitivity` relation whose quantile model is valid here."""
+        """The :mod:`dpsql.privacy.sensitivity` relation whose quantile model is valid here."""
         return sens.ADD_REMOVE if self.relation == sens.ADD_REMOVE or n == 0 else sens.REPLACE
 
 
@@ -249,7 +249,7 @@ def distance_sql(source: str, keys: list[str], v: str, lower: float, upper: floa
     statistics (x_0 = L, x_{n+1} = U), computed by an inequality join of the candidates for
     i (largest rank ≤ r of each value) and j (smallest rank ≥ r) inside the window
     [r − cap, r + cap]; pairs outside it have j − i − 1 ≥ cap. Under ``add_remove`` it is
-    0 if the exact LS exceeds b and otherwise max(1, pair form): dpsql.sensitivity's
+    0 if the exact LS exceeds b and otherwise max(1, pair form): dpsql.privacy.sensitivity's
     ``add_remove`` D (A(0) = LS, A(k ≥ 1) = NRS). ``columns``: names of D, n and x_r.
     """
     nm = _Names(keys, tag)

@@ -51,14 +51,14 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql import noise as _noise
-from dpsql.budget import Cost
+from dpsql.privacy import noise as _noise
+from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 
 if t.TYPE_CHECKING:
-    from dpsql.bind import BoundAggregate
-    from dpsql.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
+    from dpsql.privacy.noise import NoiseSource
 
 #: ε'·B: a candidate farther than D + B ranks from p·n weighs e^{-TAIL} of the best one.
 TAIL = 64.0
@@ -344,7 +344,7 @@ class Exponential(Mechanism):
     ``replace`` (2m·max(p, 1 − p) with GROUP BY), m = ``ctx.max_rows``. Constants: ε' =
     ε/(2Δu), or ε/Δu for the monotone utilities of p = 0 and p = 1 (proof in the module
     docstring); the interval form of the draw (Smith 2011); the clip at D + ⌈64/ε'⌉ ranks
-    and the output grid 2^k with k = ⌊log2(U − L)⌋ − 30 (:func:`dpsql.noise.grid_exponent`),
+    and the output grid 2^k with k = ⌊log2(U − L)⌋ − 30 (:func:`dpsql.privacy.noise.grid_exponent`),
     both argued in the module docstring and checked by brute force.
     """
 

@@ -4,7 +4,7 @@ bound = b, epsilon = ..., delta = ...)``.
 Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
     The analyst proposes b, a bound on the local sensitivity of f (the exact mean of the
     clipped values, or their order statistic of rank r = max(1, ⌈p·n⌉), as in
-    :mod:`dpsql.sensitivity`). D = D(f, x, b), the number of row steps from x to a dataset
+    :mod:`dpsql.privacy.sensitivity`). D = D(f, x, b), the number of row steps from x to a dataset
     whose local sensitivity exceeds b, is computed exactly, capped at C. With Z a discrete
     Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
     f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The exact mean is read
@@ -14,7 +14,7 @@ Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
 Guarantee
     (ε₁ + ε₂, δ)-DP per row step. Let x, x' be neighbours. If |f(x) − f(x')| ≤ b, the test
     is ε₁-DP (D has sensitivity 1; the geometric mechanism, Ghosh, Roughgarden & Sundararajan
-    2009) and the release ε₂-DP (Laplace, with dpsql.noise's grid slack). Otherwise
+    2009) and the release ε₂-DP (Laplace, with dpsql.privacy.noise's grid slack). Otherwise
     LS(x) > b and LS(x') > b, so D(x) = D(x') = 0, both runs fail the test with the same
     probability and pass with probability P[Z ≥ j] ≤ δ. The threshold j is the least integer
     with P[Z ≥ j] = e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, at least SPEC's T = ln(1/(2δ))/ε₁ (which makes
@@ -34,12 +34,12 @@ Budget split
 
 Neighbouring relation and D
     mean: from n alone. ``add_remove``: min{k : (U − L)/max(n − k, 2) > b}
-    (:func:`dpsql.sensitivity.mean_distance`); ``replace`` (union relation):
+    (:func:`dpsql.privacy.sensitivity.mean_distance`); ``replace`` (union relation):
     min{k : (U − L)/max(n − k, 1) > b}. Quantiles, in DuckDB: the pair form
     min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order statistics (NRS 2007,
     seed 003 slide 18: exact under ``replace``, an upper bound on A under ``add_remove``);
     under ``add_remove`` it is 0 when the exact LS exceeds b and at least 1 otherwise,
-    which is :func:`dpsql.sensitivity.distance_to_instability`'s D for that relation. Both
+    which is :func:`dpsql.privacy.sensitivity.distance_to_instability`'s D for that relation. Both
     are checked against brute force in ``tests/test_sensitivity.py`` and
     ``tests/test_ptr_smooth.py``.
 """
@@ -51,9 +51,9 @@ import typing as t
 
 from sqlglot import exp
 
-from dpsql import noise as _noise
-from dpsql import sensitivity as sens
-from dpsql.budget import Cost
+from dpsql.privacy import noise as _noise
+from dpsql.privacy import sensitivity as sens
+from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
 from dpsql.mechanisms.base import (
@@ -70,8 +70,8 @@ from dpsql.mechanisms.base import (
 )
 
 if t.TYPE_CHECKING:
-    from dpsql.bind import BoundAggregate
-    from dpsql.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
+    from dpsql.privacy.noise import NoiseSource
 
 #: Share of each step's ε spent on the test (the rest on the release).
 TEST_SHARE = 0.5
@@ -199,7 +199,7 @@ class ProposeTestRelease(Mechanism):
     change, addition or removal of a value), with group privacy over the rows of a unit.
     Constants: ε₁ = ε₂ = ε/2 (this module's choice); threshold j = least integer with
     e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, the discrete form of SPEC §4.2's T = ln(1/(2δ))/ε₁ (≥ T);
-    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:mod:`dpsql.sensitivity`), of quantiles by the
+    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:mod:`dpsql.privacy.sensitivity`), of quantiles by the
     NRS 2007 order-statistic formula (seed 003 slide 18), exact under ``replace``; under
     ``add_remove`` it bounds A from above (with the exact LS at k = 0), so D is a lower bound
     on the true distance and the test stays valid.

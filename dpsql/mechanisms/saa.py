@@ -47,8 +47,8 @@ import typing as t
 import sqlglot
 from sqlglot import exp
 
-from dpsql import noise as _noise
-from dpsql.budget import Cost
+from dpsql.privacy import noise as _noise
+from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, PrivacyError
 from dpsql.mechanisms import exponential as _em
 from dpsql.mechanisms.base import (
@@ -63,8 +63,8 @@ from dpsql.mechanisms.base import (
 )
 
 if t.TYPE_CHECKING:
-    from dpsql.bind import BoundAggregate
-    from dpsql.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
+    from dpsql.privacy.noise import NoiseSource
 
 #: Chunks when the query gives no ``chunks=``: a constant, never a function of the data (n is
 #: private under add_remove). 100 chunks make the noise 1/100 of the clipping range per ε.
@@ -263,7 +263,7 @@ class SampleAggregate(Mechanism):
     disjoint chunks plus the Laplace mechanism). Neighbouring relation: both; sensitivity
     c·(u − l)/k with c = m (row unit, or GROUP BY), g (id unit), doubled under ``replace``
     because a changed row moves to another chunk. Constants: Laplace scale Δ/ε with the grid
-    slack of :func:`dpsql.noise.laplace_scale`; the Winsorized variant's split ε/4, ε/4, ε/2,
+    slack of :func:`dpsql.privacy.noise.laplace_scale`; the Winsorized variant's split ε/4, ε/4, ε/2,
     widening 4·k^(1/3+ξ)·IQR with ξ = 0.1, and quartile exponent ε/(4·2c) (Smith 2011; the
     exponential mechanism's ε/(2Δu), McSherry & Talwar 2007).
     """

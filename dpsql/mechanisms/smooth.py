@@ -28,12 +28,12 @@ Noise (``noise`` option)
 
 Smooth bound S (SPEC §4.2)
     mean: from n alone, ``add_remove``: max_k e^{−βk}·(U − L)/max(n − k, 2) (k = 0: the exact
-    bound of any dataset of size n; :func:`dpsql.sensitivity.mean_smooth_sensitivity`; seed
+    bound of any dataset of size n; :func:`dpsql.privacy.sensitivity.mean_smooth_sensitivity`; seed
     000's U/(n + 1) is too small); ``replace``: with (U − L)/max(n − k, 1), valid also when a
     value appears or disappears. Quantiles: S = max_{k ≤ K} e^{−βk}·A(k) with A(k) =
     max_{0≤t≤k+1} x_{r+t} − x_{r+t−k−1} (NRS 2007, seed 003 slide 18; ``add_remove`` uses the
     exact LS at k = 0), truncated at K with the tail term (U − L)·e^{−β(K+1)}, still β-smooth;
-    K = :func:`dpsql.sensitivity.truncation_k` for a tail of 10⁻¹²·(U − L), at most 4096.
+    K = :func:`dpsql.privacy.sensitivity.truncation_k` for a tail of 10⁻¹²·(U − L), at most 4096.
     DuckDB returns only the order statistics of ranks [r − K − 1, r + K + 1]
     (:func:`dpsql.mechanisms.datadep.points_sql`).
 
@@ -49,9 +49,9 @@ import typing as t
 
 from sqlglot import exp
 
-from dpsql import noise as _noise
-from dpsql import sensitivity as sens
-from dpsql.budget import Cost
+from dpsql.privacy import noise as _noise
+from dpsql.privacy import sensitivity as sens
+from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError
 from dpsql.mechanisms import datadep
 from dpsql.mechanisms.base import (
@@ -68,8 +68,8 @@ from dpsql.mechanisms.base import (
 )
 
 if t.TYPE_CHECKING:
-    from dpsql.bind import BoundAggregate
-    from dpsql.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
+    from dpsql.privacy.noise import NoiseSource
 
 #: γ of the Cauchy-like density h(z) ∝ 1/(1 + |z|^γ) (pure ε-DP option).
 GAMMA = 4.0

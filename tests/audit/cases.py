@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import typing as t
 
-from dpsql import bruteforce
+from dpsql.admin import bruteforce
 
 from .harness import AuditCase, Pair, ScaledNoise, query_pair, value_of_key, values_of_keys
 

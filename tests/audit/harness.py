@@ -14,10 +14,10 @@ satisfy P[M(x) ∈ E] ≤ e^ε·P[M(x') ∈ E] + δ (and the same with x, x' swa
 
 Only the noise is sampled. For a dpsql query (:func:`query_pair`) the rewritten SQL runs once on
 each input in DuckDB; the exact statistics are then released ``trials`` times through
-:func:`dpsql.release.release`, the function the connection uses after the ledger charge. The
+:func:`dpsql.engine.release.release`, the function the connection uses after the ledger charge. The
 claimed (ε, δ) is the plan's cost, i.e. what the ledger would charge.
 
-:class:`FastNoise` is a seeded source (a :class:`~dpsql.noise.SeededNoise`) that draws its
+:class:`FastNoise` is a seeded source (a :class:`~dpsql.privacy.noise.SeededNoise`) that draws its
 Laplace, Gaussian, discrete Laplace and discrete Gaussian noise in numpy blocks: same laws,
 fifty times faster per draw than the exact integer samplers. :class:`ScaledNoise` shrinks every
 noise scale by a factor, for the negative controls.
@@ -33,14 +33,14 @@ import duckdb
 import numpy as np
 from scipy.stats import beta as _beta
 
-from dpsql.bind import bind
-from dpsql.budget import to_kind
-from dpsql.dialect import parse
-from dpsql.noise import NoiseSource, SeededNoise
-from dpsql.plan import plan as make_plan
-from dpsql.policy import load_policy
-from dpsql.release import Released, release
-from dpsql.rewrite import rewrite
+from dpsql.sql.bind import bind
+from dpsql.privacy.budget import to_kind
+from dpsql.sql.dialect import parse
+from dpsql.privacy.noise import NoiseSource, SeededNoise
+from dpsql.engine.plan import plan as make_plan
+from dpsql.privacy.policy import load_policy
+from dpsql.engine.release import Released, release
+from dpsql.engine.rewrite import rewrite
 
 #: Quick mode (the default test run) and thorough mode (``pytest -m thorough``).
 QUICK = {"trials": 8_000, "pilot": 2_000, "events": 8}

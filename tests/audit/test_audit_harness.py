@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpsql.noise import SeededNoise
+from dpsql.privacy.noise import SeededNoise
 
 from .harness import (
     QUICK,

@@ -1,0 +1,1 @@
+"""Planning, the rewrite into one statistics query, and the release."""

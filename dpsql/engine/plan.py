@@ -1,0 +1,352 @@
+"""Plan a bound DP query: pick a mechanism per aggregate, split the budget, choose group keys.
+
+Budget split (documented in README "Privacy model" and shown by EXPLAIN)
+    The ε (or ρ) of the WITH clause is the budget of the whole query. It is split evenly into
+    *shares*: one per DP aggregate, plus one for group-key selection when keys are not public.
+    δ is split evenly among the shares that use it (Gaussian, PTR and smooth-sensitivity
+    aggregates, key selection); a query whose mechanisms use no δ is charged δ = 0. Inside a
+    share, a mechanism splits again over its parts (e.g. DP_MEAN: ½ count, ½ centred sum).
+
+Group keys (SPEC §4.5)
+    Keys are data. They are released from a public domain (``keys=`` in the query, or ``keys``
+    of every GROUP BY column in the policy): every key of the domain gets a row, present in the
+    data or not, and data keys outside it are dropped. Without a public domain and with δ > 0,
+    keys are selected by τ-thresholding a noisy count (see :class:`KeySelection`). With δ = 0
+    and no public domain the query is refused. A public domain is first cast, part by part, to
+    the DuckDB type of its group expression (:func:`_key_domain`): a key that does not cast, or
+    two keys that become one, are refused, since DuckDB would put them in one group.
+"""
+
+from __future__ import annotations
+
+import atexit
+import decimal
+import functools
+import itertools
+import math
+import threading
+import typing as t
+from dataclasses import dataclass, field
+
+import duckdb
+
+from dpsql.sql.bind import Bound, BoundAggregate
+from dpsql.privacy.budget import Cost
+from dpsql.errors import OptionError, PolicyError, PrivacyError
+from dpsql.mechanisms import REGISTRY, Context, NoisyPart, Prepared
+from dpsql.mechanisms.base import N_MAX, fmt
+from dpsql.mechanisms.saa import DEFAULT_CHUNKS
+from dpsql.privacy.policy import Policy
+
+#: Mechanism used for each statistic when the query names none (or says 'auto').
+DEFAULT_MECHANISM = {
+    "count": "laplace",
+    "sum": "laplace",
+    "mean": "laplace",
+    "var": "laplace",
+    "stddev": "laplace",
+    "median": "exponential",
+    "quantile": "exponential",
+    "min": "exponential",
+    "max": "exponential",
+    "agg": "saa",
+}
+
+
+@dataclass
+class KeySelection:
+    """τ-thresholding of group keys with a noisy count (δ > 0, keys not public).
+
+    Guarantee: (ε_t, δ_t)-DP for the released key set together with the hidden counts, under
+    either neighbouring relation. A unit touches at most m groups; a group that exists in x but
+    not in a neighbour has true count c ≤ m. The count gets discrete Laplace noise Z with
+    P[Z = z] ∝ q^|z|, q = e^(−1/b), b = m/ε_t, whose tail is P[Z ≥ s] = q^s/(1 + q) for integer
+    s ≥ 1 (the continuous ½·e^(−s/b) understates it by up to a factor 2/(1 + q)). A key is
+    released when c + Z ≥ τ; with τ = m + b·ln(m/((1 + q)·δ_t)) each such group is released
+    with probability at most q^(τ−m)/(1 + q) = δ_t/m, and at most m of them exist (union bound):
+    δ_t in total (Korolova, Kenthapadi, Mishra, Ntoulas 2009; Wilson et al. 2020, §4, for the
+    continuous version; the statistical audit covers this edge case).
+    """
+
+    part: NoisyPart
+    threshold: float
+    delta: float
+
+    @classmethod
+    def build(cls, m: int, cost: Cost) -> "KeySelection":
+        part = NoisyPart("keys", float(m), "laplace", Cost(epsilon=cost.epsilon), integer=True)
+        q = math.exp(-1.0 / part.scale)
+        tau = m + part.scale * math.log(m / ((1.0 + q) * cost.delta))
+        return cls(part=part, threshold=tau, delta=cost.delta)
+
+    @property
+    def cost(self) -> Cost:
+        return Cost(epsilon=self.part.cost.epsilon, delta=self.delta)
+
+
+@dataclass
+class Plan:
+    bound: Bound
+    ctx: Context
+    prepared: list[Prepared]
+    #: public key tuples (one per group-by expression), or None
+    public_keys: list[tuple[t.Any, ...]] | None = None
+    selection: KeySelection | None = None
+    cost: Cost = field(default_factory=Cost)
+    mechanisms: list[str] = field(default_factory=list)
+    #: δ used to express a ρ-zCDP cost in an (ε, δ) ledger (the query's ``delta``)
+    conversion_delta: float | None = None
+
+    def explain_lines(self) -> list[str]:
+        lines = [f"budget: {self.cost} for the whole query"]
+        if self.bound.group_by:
+            if self.public_keys is not None:
+                lines.append(f"group keys: public domain of {len(self.public_keys)} keys")
+            elif self.selection is not None:
+                s = self.selection
+                lines.append(
+                    f"group keys: τ-thresholding, noisy count {s.part.distribution}(b={fmt(s.part.scale)}), "
+                    f"τ={fmt(s.threshold)}, spends {s.cost}"
+                )
+        for prep, mech in zip(self.prepared, self.mechanisms):
+            facts = "; ".join(f"{k}: {v}" for k, v in prep.explain().items())
+            lines.append(f"{prep.label}: mechanism {mech}, spends {prep.cost}; {facts}")
+        return lines
+
+
+def _context(bound: Bound, policy: Policy) -> Context:
+    assert bound.table is not None
+    unit = bound.table.privacy_unit
+    return Context(
+        neighbouring=policy.neighbouring,
+        max_rows=bound.table.max_rows_per_unit * policy.group_size,
+        grouped=bool(bound.group_by),
+        filtered=bound.filtered,
+        options=bound.options,
+        unit_key=unit,
+        group_size=policy.group_size,
+    )
+
+
+def _check_accumulation(agg: BoundAggregate, mechanism: str, ctx: Context) -> None:
+    """Refuse bounds for which an exact sum of clipped values could overflow a double.
+
+    A sum (or mean) adds up at most N_MAX values in [L, U], a variance also their squares: the
+    totals stay finite when N_MAX·max(|L|, |U|) is finite, and N_MAX·(2·max(|L|, |U|))² for the
+    squares (the centring q − 2c·s + c²·n has terms up to twice N_MAX·max(|L|, |U|)²).
+    Sample and aggregate clips each of its k chunk answers to [l, u]: k·max(|l|, |u|) must be
+    finite. Quantiles add nothing up. The test reads the query only: no data-dependent failure
+    can then follow the budget charge.
+    """
+    if agg.lower is None or agg.upper is None:
+        return
+    lower, upper = float(agg.lower), float(agg.upper)
+    big = max(abs(lower), abs(upper))
+    which = f"upper bound {fmt(upper)}" if abs(upper) >= abs(lower) else f"lower bound {fmt(lower)}"
+    if mechanism == "saa":
+        k = ctx.options.chunks or DEFAULT_CHUNKS
+        if not math.isfinite(k * big):
+            raise PrivacyError(f"{agg.label}: the {which} is too large: the sum of {k} chunk answers "
+                               "would overflow a double")
+        return
+    if agg.statistic not in ("sum", "mean", "var", "stddev"):
+        return
+    if not math.isfinite(N_MAX * big):
+        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum over up to 2^63 rows "
+                           "would overflow a double")
+    if agg.statistic in ("var", "stddev") and not math.isfinite(N_MAX * (2.0 * big) * (2.0 * big)):
+        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum of squares over up to "
+                           "2^63 rows would overflow a double")
+
+
+#: A private in-memory DuckDB that holds no data and reads no files, used only to cast public
+#: key values to the type of their group expression; created on first use, shared by all.
+_CASTER: duckdb.DuckDBPyConnection | None = None
+_CASTER_LOCK = threading.Lock()
+_CASTER_CONFIG = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,
+}
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One key part after DuckDB's cast to its group expression's type."""
+
+    given: t.Any  # as written in the query or the policy
+    typed: t.Any  # DuckDB's value (None for NULL, or when the cast fails)
+    text: str | None  # DuckDB's text of ``typed``; None when the cast fails
+    exact: bool  # False when a number changes in the cast (16.5 → INTEGER 16)
+
+    @property
+    def literal(self) -> t.Any:
+        """What the rewrite writes in its VALUES list: the typed value when it is a plain SQL
+        literal, else DuckDB's text of it, which DuckDB casts back to the same value."""
+        v = self.typed
+        if v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
+            return v
+        return self.text
+
+    @property
+    def identity(self) -> t.Any:
+        """Equal for two parts DuckDB groups together (NaN is one group, unlike in Python)."""
+        return ("NaN",) if isinstance(self.typed, float) and math.isnan(self.typed) else self.typed
+
+
+def _run_cast(value: t.Any, dtype: str) -> tuple[t.Any, str | None]:
+    global _CASTER
+    sql = f"SELECT TRY_CAST($1 AS {dtype}), CAST(TRY_CAST($1 AS {dtype}) AS VARCHAR)"
+    with _CASTER_LOCK:
+        if _CASTER is None:
+            _CASTER = duckdb.connect(":memory:", config=_CASTER_CONFIG)
+            atexit.register(_CASTER.close)
+        try:
+            row = _CASTER.execute(sql, [value]).fetchone()
+        except (duckdb.Error, TypeError, ValueError, OverflowError):  # not a value DuckDB can take
+            return None, None
+    return (row[0], row[1]) if row is not None else (None, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cast_cached(kind: str, value: t.Any, dtype: str) -> tuple[t.Any, str | None]:
+    return _run_cast(value, dtype)
+
+
+def _cast_key(value: t.Any, dtype: str) -> _Key:
+    """DuckDB's own cast of one key part to ``dtype`` (the type of its group expression)."""
+    if value is None:
+        return _Key(None, None, "NULL", True)
+    try:
+        typed, text = _cast_cached(type(value).__name__, value, dtype)  # the type name keeps 1, 1.0, True apart
+    except TypeError:  # unhashable
+        typed, text = _run_cast(value, dtype)
+    exact = True
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and text is not None:
+        if isinstance(typed, (int, decimal.Decimal)) and not isinstance(typed, bool):
+            exact = typed == value
+    return _Key(value, typed, text, exact)
+
+
+def _key_domain(keys: t.Iterable[tuple[t.Any, ...]], types: list[str], where: str,
+                error: type[OptionError] | type[PolicyError]) -> list[tuple[t.Any, ...]]:
+    """Key tuples normalised by DuckDB's cast of each part to its group expression's type.
+
+    Refuses a part that does not cast (or, for a number, changes in the cast), and two keys
+    that become equal: DuckDB would put them in one group, released (and charged) once but
+    shown twice with fresh noise. Reads the query and the policy only.
+    """
+    out: list[tuple[t.Any, ...]] = []
+    seen: dict[tuple[t.Any, ...], tuple[_Key, ...]] = {}
+    for key in keys:
+        parts = tuple(_cast_key(v, dtype) for v, dtype in zip(key, types))
+        for part, dtype in zip(parts, types):
+            if part.text is None:
+                raise error(f"{where}: {part.given!r} is not a valid {dtype}")
+            if not part.exact:
+                raise error(f"{where}: {part.given!r} is not a valid {dtype} (it would become {part.text})")
+        identity = tuple(p.identity for p in parts)
+        if identity in seen:
+            first = seen[identity]
+            if len(parts) == 1:
+                raise error(f"{where}: {first[0].given!r} and {parts[0].given!r} are the same "
+                            f"{types[0]} key {parts[0].text}")
+            a, b = tuple(p.given for p in first), tuple(p.given for p in parts)
+            same = ", ".join(str(p.text) for p in parts)
+            raise error(f"{where}: {a!r} and {b!r} are the same key ({same}) of types ({', '.join(types)})")
+        seen[identity] = parts
+        out.append(tuple(p.literal for p in parts))
+    return out
+
+
+def _public_keys(bound: Bound) -> list[tuple[t.Any, ...]] | None:
+    """The public key domain, cast to the group expressions' types, or None (SPEC §4.5)."""
+    opts = bound.options
+    width = len(bound.group_by)
+    types = [*bound.group_types[:width], *["VARCHAR"] * (width - len(bound.group_types))]
+    if opts.keys is not None:
+        if not width:
+            raise OptionError("option 'keys' needs a GROUP BY")
+        if any(len(k) != width for k in opts.keys):
+            raise OptionError(f"option 'keys': each key must have {width} part(s), one per GROUP BY expression")
+        return _key_domain(opts.keys, types, "keys", OptionError)
+    assert bound.table is not None
+    domains = []
+    for col, dtype in zip(bound.group_columns, types):
+        keys = bound.table.column(col).keys if col else None
+        if keys is None:
+            return None
+        where = f"tables.{bound.table.name}.columns.{col}.keys"
+        domains.append([k for (k,) in _key_domain(((k,) for k in keys), [dtype], where, PolicyError)])
+    return [tuple(k) for k in itertools.product(*domains)]
+
+
+def plan(bound: Bound, policy: Policy) -> Plan:
+    """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only."""
+    opts = bound.options
+    ctx = _context(bound, policy)
+    if opts.epsilon is None and opts.rho is None:
+        raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
+    names = []
+    for agg in bound.aggregates:
+        name = opts.mechanism if opts.mechanism not in (None, "auto") else DEFAULT_MECHANISM[agg.statistic]
+        if opts.rho is not None and opts.mechanism is None and agg.statistic in ("count", "sum", "mean", "var", "stddev"):
+            name = "gaussian"
+        if name not in REGISTRY:
+            raise PrivacyError(f"mechanism '{name}' is not available for {agg.label}")
+        REGISTRY[name].check(agg, ctx)
+        _check_accumulation(agg, name, ctx)
+        if opts.rho is not None and not REGISTRY[name].supports_rho:
+            raise OptionError(f"option 'rho' (zCDP) is not supported by mechanism '{name}'")
+        names.append(name)
+
+    if opts.keys is not None and not bound.group_by:
+        raise OptionError("option 'keys' needs a GROUP BY")
+    public_keys = _public_keys(bound) if bound.group_by else None
+    need_selection = bool(bound.group_by) and public_keys is None
+    # With rho, the query's delta only converts ρ into (ε, δ) for an (ε, δ) ledger.
+    delta = 0.0 if opts.rho is not None else (opts.delta or 0.0)
+    if need_selection:
+        if opts.rho is not None:
+            raise PrivacyError(
+                "with rho (zCDP), GROUP BY needs public keys: declare them in the policy or pass keys=[...]"
+            )
+        if delta <= 0:
+            cols = ", ".join(bound.group_labels)
+            raise PrivacyError(
+                f"GROUP BY {cols} needs public keys when delta = 0: declare keys in the policy, "
+                "pass keys=[...], or give delta > 0 to select keys by a noisy threshold"
+            )
+
+    shares = len(bound.aggregates) + (1 if need_selection else 0)
+    delta_users = sum(REGISTRY[n].uses_delta for n in names) + (1 if need_selection else 0)
+    eps_share = (opts.epsilon or 0.0) / shares
+    rho_share = (opts.rho or 0.0) / shares
+    delta_share = delta / delta_users if delta_users else 0.0
+
+    prepared = []
+    for agg, name in zip(bound.aggregates, names):
+        mech = REGISTRY[name]
+        share = Cost(epsilon=eps_share, delta=delta_share if mech.uses_delta else 0.0, rho=rho_share)
+        prepared.append(mech.prepare(agg, ctx, share))
+
+    selection = None
+    if need_selection:
+        selection = KeySelection.build(ctx.max_rows, Cost(epsilon=eps_share, delta=delta_share))
+
+    total = Cost()
+    for p in prepared:
+        total = total + p.cost
+    if selection is not None:
+        total = total + selection.cost
+    return Plan(
+        bound=bound,
+        ctx=ctx,
+        prepared=prepared,
+        public_keys=public_keys,
+        selection=selection,
+        cost=total,
+        mechanisms=names,
+        conversion_delta=opts.delta if opts.rho is not None else None,
+    )

@@ -1,0 +1,187 @@
+"""Rewrite a plan into ONE DuckDB query that computes every exact statistic the release needs.
+
+Shape (one scan of the private table; clipping in SQL)::
+
+    WITH __src AS (                        -- row-wise: the FROM chain inlined, every WHERE
+      SELECT <group expr> AS __k0, ...,
+             CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END AS __v0, ...
+      FROM "db"."main"."table" AS __t WHERE <where> AND ...
+    ), __stats AS (                                  -- one row per group
+      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0) AS a0_s, ...
+      FROM __src GROUP BY __k0, ...
+    )
+    SELECT ... FROM (VALUES <public keys>) AS __keys(__k0, ...)   -- public key domain only
+      LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
+
+Only the columns the statistics need are projected, under reserved names, and every column of
+the table is read as ``__t."name"``: no name a user writes reaches the statement.
+``x`` is the argument (numeric columns) or TRY_CAST(argument AS DOUBLE), so that no value can
+make the query fail (a failure would reveal that such a value exists); a value that does not
+cast is NULL and is skipped like NULL.
+NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip to the bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpsql.engine.plan import Plan
+from dpsql.sql.scope import BASE
+from dpsql.sql.total import total
+
+SRC = "__src"
+STATS = "__stats"
+#: the privacy unit in ``__src``: the id, or a hash of the whole row (when a mechanism needs it)
+UNIT = "__u"
+#: the one column of ``__src`` when nothing else is needed
+ROW = "__row"
+
+
+@dataclass
+class Rewritten:
+    sql: str
+    keys: list[str] = field(default_factory=list)
+    #: (aggregate index, stat name) -> result column name
+    columns: dict[tuple[int, str], str] = field(default_factory=dict)
+    key_selection_column: str | None = None
+
+
+_INTEGER_TYPES = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+}
+_FLOAT_TYPES = {"FLOAT", "DOUBLE", "REAL"}
+
+
+def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = None) -> exp.Expression:
+    """``CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END``.
+
+    ``x`` is the argument itself when its type is known to be numeric (integers keep integer
+    arithmetic when the bounds are whole numbers), ``CAST(arg AS DOUBLE)`` for decimals, and
+    ``TRY_CAST(arg AS DOUBLE)`` otherwise, so that no value can make the query fail. NULL stays
+    NULL (DuckDB's GREATEST/LEAST would turn it into a bound).
+    """
+    dtype = (dtype or "").upper()
+    double = exp.DataType(this=exp.DataType.Type.DOUBLE)
+    # Integer arithmetic only while no sum can overflow: 2**63 rows of at most 2**62 each stay
+    # below HUGEINT's 2**127; with wider bounds the literals are DOUBLE, and so is the CASE.
+    integral = (float(lower).is_integer() and float(upper).is_integer()
+                and max(abs(lower), abs(upper)) <= 2.0**62)
+
+    def x() -> exp.Expression:
+        if dtype in _INTEGER_TYPES or dtype in _FLOAT_TYPES:
+            return arg.copy()
+        if dtype.startswith("DECIMAL"):
+            return exp.Cast(this=arg.copy(), to=double.copy())
+        return exp.TryCast(this=arg.copy(), to=double.copy())
+
+    if dtype in _INTEGER_TYPES and integral:
+        lo, hi = str(int(lower)), str(int(upper))
+    else:
+        lo, hi = repr(float(lower)), repr(float(upper))
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=x(), expression=exp.Literal.number(lo)), true=exp.Literal.number(lo)),
+            exp.If(this=exp.GT(this=x(), expression=exp.Literal.number(hi)), true=exp.Literal.number(hi)),
+        ],
+        default=x(),
+    )
+
+
+def _sql(node: exp.Expression) -> str:
+    return node.sql(dialect="duckdb")
+
+
+def rewrite(plan: Plan) -> Rewritten:
+    """Build the single DuckDB statement for ``plan``.
+
+    Pieces are generated once each and joined as text: the shapes are fixed, and building one
+    big tree with sqlglot's builders (which copy and re-parse) cost most of the planning time.
+    """
+    bound = plan.bound
+    keys = [f"__k{j}" for j in range(len(bound.group_by))]
+    # Every expression over private rows is made total (see dpsql.sql.total); the aggregates'
+    # arguments in place, so that the mechanisms' stats() and subquery() see the total forms.
+    for prep in plan.prepared:
+        if prep.agg.arg is not None:
+            prep.agg.arg = total(prep.agg.arg)
+    # __src holds only what the statistics need, under reserved names: no user name reaches it.
+    projections = [f"{_sql(total(g))} AS {k}" for k, g in zip(keys, bound.group_by)]
+    for prep in plan.prepared:
+        agg = prep.agg
+        if agg.arg is not None:
+            value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
+            projections.append(f"{_sql(value)} AS __v{agg.index}")
+        for name, expr in agg.inner_args:
+            projections.append(f"{_sql(total(expr))} AS {name}")
+    if plan.ctx.unit_key != "row":
+        unit = exp.column(plan.ctx.unit_key, table=BASE, quoted=True)
+        projections.append(f"{_sql(unit)} AS {UNIT}")
+    elif any(prep.needs_unit for prep in plan.prepared):
+        projections.append(f"HASH({BASE}) AS {UNIT}")
+    if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
+        projections.append(f"TRUE AS {ROW}")
+    src = f"SELECT {', '.join(projections)} FROM {_sql(bound.relation)} AS {BASE}"
+    if bound.where:
+        src += " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where)
+
+    out = Rewritten(sql="", keys=keys)
+    stats = list(keys)
+    for prep in plan.prepared:
+        i = prep.agg.index
+        v = exp.column(f"__v{i}") if prep.agg.arg is not None else None
+        for name, expr in prep.stats(v).items():
+            col = f"a{i}_{name}"
+            out.columns[(i, name)] = col
+            stats.append(f"{_sql(expr)} AS {col}")
+    if plan.selection is not None:
+        out.key_selection_column = "__keys_n"
+        stats.append("COUNT(*) AS __keys_n")
+    if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
+        stats.append("COUNT(*) AS __rows")
+    grouped = f"SELECT {', '.join(stats)} FROM {SRC}"
+    if keys:
+        grouped += f" GROUP BY {', '.join(keys)}"
+
+    ctes = [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
+    subqueries = []
+    for prep in plan.prepared:
+        q = prep.subquery(SRC, keys, f"__v{prep.agg.index}")
+        if q is not None:
+            i = prep.agg.index
+            subqueries.append((f"__sq{i}", [c for c in q.named_selects if c not in keys]))
+            ctes.append(f"__sq{i} AS ({_sql(q)})")
+            for col in subqueries[-1][1]:
+                out.columns[(i, col)] = col
+
+    if plan.public_keys is not None:
+        rows = ", ".join(f"({', '.join(_sql(_lit(v)) for v in key)})" for key in plan.public_keys)
+        select = [f"__keys.{k}" for k in keys] + [f"{STATS}.* EXCLUDE ({', '.join(keys)})"]
+        from_ = f"(VALUES {rows}) AS __keys({', '.join(keys)}) LEFT JOIN {STATS} ON {_key_match('__keys', STATS, keys)}"
+        base = "__keys"
+    else:
+        select, from_, base = ["*"], STATS, STATS
+    for alias, cols in subqueries:
+        select += [f"{alias}.{c}" for c in cols]
+        if keys:
+            from_ += f" LEFT JOIN {alias} ON {_key_match(base, alias, keys)}"
+        else:
+            from_ += f" CROSS JOIN {alias}"
+    out.sql = f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}"
+    return out
+
+
+def _key_match(left: str, right: str, keys: list[str]) -> str:
+    return " AND ".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in keys)
+
+
+def _lit(value: object) -> exp.Expression:
+    if value is None:
+        return exp.Null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, (int, float)):
+        return exp.Literal.number(repr(value))
+    return exp.Literal.string(str(value))

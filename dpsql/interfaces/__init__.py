@@ -1,0 +1,1 @@
+"""How people reach dpsql: the command line, the REPL, output formats, the demo."""

@@ -1,0 +1,121 @@
+"""Running what the user submits — SQL statements or special commands — and printing the outcome.
+
+:class:`ReplState` holds what the special commands can change (output format, timer, output
+file) and knows where text goes:
+
+* results go to the *target*: standard output, or the file named by ``.output FILE``;
+* the privacy report and the remaining budget follow a table on the target, and go to the
+  terminal for CSV / JSON (so an ``.output`` file stays valid CSV or JSON);
+* ``Error: ...`` goes to standard error, in red when that is a terminal.
+
+A failing statement never ends the shell: the error is printed and the next one runs.
+"""
+
+from __future__ import annotations
+
+import time
+import typing as t
+
+from dpsql.interfaces.console import one_line, split_statements
+from dpsql.errors import Error
+from dpsql.interfaces.output import render
+from dpsql.interfaces.repl.state import ReplState
+
+def is_special(text: str) -> bool:
+    """Whether ``text`` is a special command (``.tables``, ``\\dt``, ...) rather than SQL."""
+    return text.lstrip().startswith((".", "\\"))
+
+
+def run_input(state: ReplState, text: str) -> None:
+    """Run one submission: a special command, or one or more ``;``-separated SQL statements."""
+    from dpsql.interfaces.repl import special
+
+    if state.script_runner is None:
+        state.script_runner = run_script
+    if not text.strip():
+        return
+    if is_special(text):
+        guarded(state, special.dispatch, state, text.strip())
+        return
+    try:
+        statements = split_statements(text)
+    except Error as err:
+        state.error(one_line(err))
+        return
+    for stmt in statements:
+        if state.quit:
+            return
+        if stmt.lower() in ("quit", "exit"):
+            state.quit = True
+            return
+        run_statement(state, stmt)
+
+
+def run_script(state: ReplState, text: str) -> None:
+    """Run a script: SQL statements, and special commands each on a line of its own."""
+    sql: list[str] = []
+
+    def flush() -> None:
+        if "".join(sql).strip():
+            run_input(state, "".join(sql))
+        sql.clear()
+
+    for line in text.splitlines(keepends=True):
+        if state.quit:
+            return
+        if is_special(line) and not "".join(sql).strip():
+            run_input(state, line)
+        else:
+            sql.append(line)
+            if line.rstrip().endswith(";"):
+                flush()
+    flush()
+
+
+def run_statement(state: ReplState, stmt: str) -> None:
+    """Run one SQL statement and print its result, report and remaining budget."""
+    start = time.perf_counter()
+    try:
+        result = state.con.sql(stmt)
+    except Error as err:
+        state.error(one_line(err))
+        return
+    except KeyboardInterrupt:
+        state.error("interrupted")
+        return
+    except Exception as err:  # a bug: one line, and the shell goes on
+        state.error(f"internal error ({type(err).__name__}): {one_line(err)}")
+        return
+    finally:
+        state.changed()
+    elapsed = time.perf_counter() - start
+    print_result(state, result)
+    if state.timer:
+        state.echo(f"Run Time: {elapsed:.3f} s")
+
+
+def print_result(state: ReplState, result: t.Any) -> None:
+    """The rows in the current format, then (for a DP result) its report and the budget left."""
+    state.emit(render(state.fmt, result.columns, result.fetchall()))
+    lines = [*result.report_lines(), *result.notes]
+    if result.report or _spent(result.cost):
+        lines.append(f"budget: {state.con.budget}")
+    say = state.emit if state.fmt == "table" else state.echo
+    for line in lines:
+        say(f"-- {line}")
+
+
+def guarded(state: ReplState, func: t.Callable[..., None], *args: t.Any) -> None:
+    """Call ``func``; print an ``Error:`` line instead of raising."""
+    try:
+        func(*args)
+    except Error as err:
+        state.error(one_line(err))
+    except KeyboardInterrupt:
+        state.error("interrupted")
+    except Exception as err:
+        state.error(f"internal error ({type(err).__name__}): {one_line(err)}")
+
+
+def _spent(cost: t.Any) -> bool:
+    return bool(getattr(cost, "epsilon", 0) or getattr(cost, "delta", 0) or getattr(cost, "rho", 0))

@@ -1,0 +1,1 @@
+"""What a privacy reviewer audits: policy, budget, ledger, noise, sensitivity maths."""

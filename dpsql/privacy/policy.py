@@ -1,0 +1,276 @@
+"""Privacy policies: which tables are private, their privacy unit, bounds, keys and the budget.
+
+A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
+
+    neighbouring = "add_remove"          # or "replace"
+    [budget]
+    epsilon = 10.0
+    delta = 1e-5
+    ledger = "adult.ledger"              # optional; relative to the policy file
+    [tables.adult]
+    privacy_unit = "row"
+    max_rows_per_unit = 1
+    [tables.adult.columns]
+    age = { lower = 0, upper = 100 }
+    sex = { keys = ["Female", "Male"] }
+    [tables.zips]
+    public = true
+
+SmartNoise SQL metadata YAML (``Collection: Schema: Table: {column: {type, lower, upper}}``)
+is recognised and imported: ``row_privacy: True`` gives a row-level unit, a ``private_id``
+column an id unit, ``max_ids`` the per-unit row bound; its budget must come from elsewhere
+(``budget=`` of :func:`load_policy`), and defaults to ε = 1, δ = 0 with an in-memory ledger.
+
+Tables not named in the policy are not readable at all: dpsql denies by default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+import typing as t
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpsql.privacy.budget import Budget, Cost
+from dpsql.errors import PolicyError
+
+NEIGHBOURING = ("add_remove", "replace")
+
+
+@dataclass(frozen=True)
+class ColumnPolicy:
+    """Public facts about one column: clipping bounds and a public key domain."""
+
+    lower: float | None = None
+    upper: float | None = None
+    keys: tuple[t.Any, ...] | None = None
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        if self.lower is None or self.upper is None:
+            return None
+        return (self.lower, self.upper)
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """How one table is protected."""
+
+    name: str
+    public: bool = False
+    privacy_unit: str = "row"
+    max_rows_per_unit: int = 1
+    columns: dict[str, ColumnPolicy] = field(default_factory=dict)
+
+    def column(self, name: str) -> ColumnPolicy:
+        return self.columns.get(name.lower(), ColumnPolicy())
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A whole policy. Table and column names are stored lower-case (DuckDB is case-insensitive)."""
+
+    tables: dict[str, TablePolicy]
+    budget: Budget
+    neighbouring: str = "add_remove"
+    ledger: str | None = None
+    #: protect groups of this many privacy units (Hamming distance k); sensitivities scale by k
+    group_size: int = 1
+    source: str | None = None
+
+    def table(self, name: str) -> TablePolicy | None:
+        return self.tables.get(name.lower())
+
+    @property
+    def private_tables(self) -> list[str]:
+        return sorted(n for n, tp in self.tables.items() if not tp.public)
+
+
+def _num(where: str, value: t.Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PolicyError(f"{where} must be a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise PolicyError(f"{where} must be finite, got {value}")
+    return value
+
+
+def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
+    where = f"tables.{table}.columns.{name}"
+    if not isinstance(spec, dict):
+        raise PolicyError(f"{where} must be a table of lower/upper/keys")
+    unknown = set(spec) - {"lower", "upper", "keys", "type", "nullable", "private_id", "cardinality"}
+    if unknown:
+        raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
+    lower = _num(f"{where}.lower", spec["lower"]) if "lower" in spec else None
+    upper = _num(f"{where}.upper", spec["upper"]) if "upper" in spec else None
+    if (lower is None) != (upper is None):
+        raise PolicyError(f"{where}: give both lower and upper")
+    if lower is not None and upper is not None and not lower < upper:
+        raise PolicyError(f"{where}: lower ({lower:g}) must be below upper ({upper:g})")
+    keys = spec.get("keys")
+    if keys is not None:
+        if not isinstance(keys, list) or not keys:
+            raise PolicyError(f"{where}.keys must be a non-empty list")
+        if len(set(map(repr, keys))) != len(keys):
+            raise PolicyError(f"{where}.keys lists a key twice")
+        keys = tuple(keys)
+    return ColumnPolicy(lower=lower, upper=upper, keys=keys)
+
+
+def _table(name: str, spec: t.Any) -> TablePolicy:
+    where = f"tables.{name}"
+    if not isinstance(spec, dict):
+        raise PolicyError(f"{where} must be a table")
+    unknown = set(spec) - {"public", "privacy_unit", "max_rows_per_unit", "columns"}
+    if unknown:
+        raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
+    public = spec.get("public", False)
+    if not isinstance(public, bool):
+        raise PolicyError(f"{where}.public must be true or false")
+    unit = spec.get("privacy_unit", "row")
+    if not isinstance(unit, str) or not unit:
+        raise PolicyError(f"{where}.privacy_unit must be 'row' or a column name")
+    m = spec.get("max_rows_per_unit", 1)
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise PolicyError(f"{where}.max_rows_per_unit must be an integer >= 1")
+    if unit.lower() != "row" and "max_rows_per_unit" not in spec and not public:
+        raise PolicyError(f"{where}: an id privacy unit needs max_rows_per_unit")
+    cols = spec.get("columns", {})
+    if not isinstance(cols, dict):
+        raise PolicyError(f"{where}.columns must be a table")
+    columns = {c.lower(): _column(name, c, s) for c, s in cols.items()}
+    return TablePolicy(
+        name=name.lower(),
+        public=public,
+        privacy_unit=unit.lower(),
+        max_rows_per_unit=m,
+        columns=columns,
+    )
+
+
+def _budget(spec: t.Any) -> tuple[Budget, str | None]:
+    if not isinstance(spec, dict):
+        raise PolicyError("budget must be a table with epsilon (and delta) or rho")
+    unknown = set(spec) - {"epsilon", "delta", "rho", "ledger"}
+    if unknown:
+        raise PolicyError(f"budget: unknown key '{sorted(unknown)[0]}'")
+    eps = _num("budget.epsilon", spec["epsilon"]) if "epsilon" in spec else 0.0
+    delta = _num("budget.delta", spec["delta"]) if "delta" in spec else 0.0
+    rho = _num("budget.rho", spec["rho"]) if "rho" in spec else 0.0
+    if rho and eps:
+        raise PolicyError("budget: give epsilon (and delta) or rho, not both")
+    if not rho and eps <= 0:
+        raise PolicyError("budget.epsilon must be > 0")
+    if not 0 <= delta < 1:
+        raise PolicyError(f"budget.delta must be in [0, 1), got {delta:g}")
+    if rho < 0:
+        raise PolicyError("budget.rho must be > 0")
+    ledger = spec.get("ledger")
+    if ledger is not None and not isinstance(ledger, str):
+        raise PolicyError("budget.ledger must be a file path")
+    return Budget(total=Cost(epsilon=eps, delta=delta, rho=rho)), ledger
+
+
+def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Policy:
+    """Build a :class:`Policy` from the dict shape documented in the module docstring."""
+    if not isinstance(data, dict):
+        raise PolicyError("a policy must be a table of settings")
+    if _looks_like_smartnoise(data):
+        return _from_smartnoise(data, source)
+    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size"}
+    if unknown:
+        raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
+    neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
+    if neighbouring not in NEIGHBOURING:
+        raise PolicyError(f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}")
+    if "budget" not in data:
+        raise PolicyError("policy has no [budget] section")
+    budget, ledger = _budget(data["budget"])
+    if ledger and source and not os.path.isabs(ledger):
+        ledger = str(Path(source).parent / ledger)
+    tables_spec = data.get("tables", {})
+    if not isinstance(tables_spec, dict):
+        raise PolicyError("tables must be a table of table policies")
+    tables = {n.lower(): _table(n, s) for n, s in tables_spec.items()}
+    group_size = data.get("group_size", 1)
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise PolicyError("group_size must be an integer >= 1")
+    return Policy(
+        tables=tables,
+        budget=budget,
+        neighbouring=neighbouring,
+        ledger=ledger,
+        group_size=group_size,
+        source=source,
+    )
+
+
+def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:
+    if {"budget", "tables"} & set(data):
+        return False
+
+    def depth3(d: t.Any) -> bool:
+        return isinstance(d, dict) and all(
+            isinstance(s, dict) and all(isinstance(tb, dict) for tb in s.values())
+            for s in d.values()
+        )
+
+    return bool(data) and all(depth3(v) for v in data.values())
+
+
+def _from_smartnoise(data: dict[str, t.Any], source: str | None) -> Policy:
+    tables: dict[str, TablePolicy] = {}
+    for _collection, schemas in data.items():
+        for _schema, tables_spec in schemas.items():
+            for tname, tspec in tables_spec.items():
+                columns: dict[str, ColumnPolicy] = {}
+                unit = "row"
+                for cname, cspec in tspec.items():
+                    if not isinstance(cspec, dict):
+                        continue
+                    if cspec.get("private_id"):
+                        unit = cname.lower()
+                    lower, upper = cspec.get("lower"), cspec.get("upper")
+                    if lower is not None and upper is not None:
+                        columns[cname.lower()] = _column(tname, cname, {"lower": lower, "upper": upper})
+                max_ids = tspec.get("max_ids", 1)
+                if not isinstance(max_ids, int) or max_ids < 1:
+                    raise PolicyError(f"{tname}.max_ids must be an integer >= 1")
+                tables[tname.lower()] = TablePolicy(
+                    name=tname.lower(),
+                    privacy_unit=unit,
+                    max_rows_per_unit=max_ids,
+                    columns=columns,
+                )
+    return Policy(tables=tables, budget=Budget(total=Cost(epsilon=1.0)), source=source)
+
+
+def load_policy(path: str | os.PathLike[str] | dict[str, t.Any] | Policy) -> Policy:
+    """Load a policy from a TOML/YAML file path, a dict, or return a :class:`Policy` as is."""
+    if isinstance(path, Policy):
+        return path
+    if isinstance(path, dict):
+        return policy_from_dict(path)
+    p = Path(path)
+    if not p.exists():
+        raise PolicyError(f"policy file {p} does not exist")
+    text = p.read_text(encoding="utf-8")
+    if p.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise PolicyError(f"policy file {p} is not valid TOML: {err}") from None
+    elif p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            msg = " ".join(str(err).split())
+            raise PolicyError(f"policy file {p} is not valid YAML: {msg}") from None
+    else:
+        raise PolicyError(f"policy file {p} must end in .toml, .yaml or .yml")
+    return policy_from_dict(data or {}, source=str(p))

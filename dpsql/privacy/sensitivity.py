@@ -1,0 +1,475 @@
+"""Analytic sensitivities of COUNT, SUM, MEAN, MEDIAN and quantiles (SPEC 4.1, 4.2).
+
+Conventions, shared with :mod:`dpsql.admin.bruteforce` through :func:`statistic`:
+
+* Data are clipped to ``[lower, upper]`` (``L < U``); ``W = U - L``.
+* ``relation``: ``"add_remove"`` (unbounded DP, the default: add or remove one
+  record; distance = size of the symmetric difference) or ``"replace"``
+  (bounded DP, ``n`` public: change one record; distance = records changed).
+* Quantile ``p`` of ``n`` sorted values is ``x_r``, ``r = rank(p, n) =
+  max(1, ceil(p*n))``; the median is quantile 0.5, the lower median for even
+  ``n``. Order statistics are padded: ``x_i = L`` for ``i <= 0``, ``x_i = U``
+  for ``i > n``, so the quantile of the empty set is ``U``. The mean of the
+  empty set is ``(L + U)/2``; its sum and (population) variance are 0.
+* ``LS(x)`` is the local sensitivity, ``A(x, k)`` the largest ``LS`` within
+  distance ``k`` (``A(x, 0) = LS(x)``), ``D(x, b) = min{k : A(x, k) > b}``,
+  ``S_beta(x) = max_k exp(-beta k) A(x, k)``. Where ``A`` is not exact, an
+  upper bound ``Â`` with ``Â(x, k) <= Â(x', k+1)`` for neighbours is used; its
+  ``D`` is still 1-sensitive and its ``S`` beta-smooth (Nissim, Raskhodnikova,
+  Smith 2007, "Smooth sensitivity and sampling in private data analysis",
+  STOC, "NRS" below; Dwork and Lei 2009 for PTR).
+
+Exactness, checked by brute-force enumeration in the tests (for data that can
+take the values ``L`` and ``U``): count and sum exact; mean: ``LS`` exact, ``A``
+exact under replace, and under add_remove ``A(k >= 1) = W/max(n - k, 2)``, an
+upper bound attained by the worst dataset of size ``n`` (SPEC 4.2's
+``W/max(n - 1, 1)`` is valid but loose; seed 000's ``U/(n + 1)`` is too small
+for ``n >= 2``); quantiles: ``LS`` exact, ``A(k >= 1)`` the NRS order-statistic
+formula (seed 003, slide 18), exact under replace, an upper bound under
+add_remove (exact there only for the minimum, p = 0).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+from typing import Callable, Final
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+ADD_REMOVE: Final = "add_remove"
+REPLACE: Final = "replace"
+RELATIONS: Final = (ADD_REMOVE, REPLACE)
+#: Statistics with analytic sensitivities here ("percentile" takes p in [0, 100]).
+ANALYTIC_STATISTICS: Final = ("count", "sum", "mean", "median", "quantile", "percentile")
+#: Statistics :func:`statistic` (and so the brute force) can evaluate.
+STATISTICS: Final = ANALYTIC_STATISTICS + ("var", "std")
+#: D(x, b) when no dataset at any distance has local sensitivity above b.
+MAX_DISTANCE: Final[int] = 2**31 - 1
+_BLOCK: Final = 1 << 21  # matrix entries per block of the order-statistic profile
+
+
+# ----------------------------------------------------------------------------- validation
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _check_relation(relation: str) -> str:
+    _require(relation in RELATIONS, f"relation must be one of {RELATIONS}, got {relation!r}")
+    return relation
+
+
+def _check_bounds(lower: float, upper: float) -> tuple[float, float]:
+    lo, hi = float(lower), float(upper)
+    _require(math.isfinite(lo) and math.isfinite(hi) and lo < hi,
+             f"bounds must be finite with lower < upper, got [{lower}, {upper}]")
+    return lo, hi
+
+
+def _check_beta(beta: float) -> float:
+    _require(math.isfinite(beta) and beta > 0, f"beta must be finite and > 0, got {beta}")
+    return float(beta)
+
+
+def _check_k(k: int | None, name: str = "k_max") -> int | None:
+    _require(k is None or (int(k) == k and k >= 0), f"{name} must be an integer >= 0, got {k}")
+    return None if k is None else int(k)
+
+
+def canonical_statistic(stat: str, p: float | None = None) -> tuple[str, float | None]:
+    """Normalise a statistic name: median and percentile become ``("quantile", p)``."""
+    s = str(stat).lower()
+    if s == "median":
+        _require(p is None or float(p) == 0.5, f"median is quantile 0.5, got p={p}")
+        return "quantile", 0.5
+    if s in ("quantile", "percentile"):
+        top = 1.0 if s == "quantile" else 100.0
+        _require(p is not None and 0.0 <= float(p) <= top, f"{s} needs p in [0, {top:g}], got {p}")
+        return "quantile", float(p) / top  # type: ignore[arg-type]
+    _require(s in STATISTICS, f"unknown statistic {stat!r}; expected one of {STATISTICS}")
+    _require(p is None, f"{s} takes no p, got p={p}")
+    return s, None
+
+
+def _data(x_sorted: npt.ArrayLike, lower: float, upper: float) -> FloatArray:
+    x = np.asarray(x_sorted, dtype=np.float64).reshape(-1)
+    _require(x.size == 0 or (bool(np.all(np.isfinite(x))) and x[0] >= lower and x[-1] <= upper),
+             f"data must be finite and clipped to [{lower}, {upper}]")
+    _require(x.size < 2 or not np.any(x[1:] < x[:-1]), "data must be sorted (nondecreasing)")
+    return x
+
+
+# ----------------------------------------------------------------------------- statistics
+def rank(p: float, n: int) -> int:
+    """1-based rank of quantile ``p`` among ``n`` items: ``max(1, ceil(p*n))``.
+
+    ``p`` is read as its shortest decimal (``Fraction(repr(p))``) so that e.g.
+    ``rank(0.9, 10) == 9`` without floating-point drift. The median is
+    ``rank(0.5, n) = ceil(n/2)`` (lower median for even ``n``); ``p = 0`` is
+    the minimum, ``p = 1`` the maximum. For ``n = 0`` the rank is 1, which the
+    padding convention maps to ``U``. ``rank(p, n+1) - rank(p, n)`` is 0 or 1.
+    """
+    _require(0.0 <= float(p) <= 1.0 and n >= 0, f"need p in [0, 1] and n >= 0, got {p}, {n}")
+    return max(1, math.ceil(_decimal(float(p)) * n))
+
+
+@lru_cache(maxsize=1024)
+def _decimal(p: float) -> Fraction:
+    return Fraction(repr(p))
+
+
+def order_statistic_quantile(x_sorted: npt.ArrayLike, p: float, lower: float,
+                             upper: float) -> float:
+    """Quantile ``p`` of sorted data: ``x_{rank(p, n)}`` with the padding convention."""
+    lo, hi = _check_bounds(lower, upper)
+    x = _data(x_sorted, lo, hi)
+    r = rank(p, x.size)
+    return float(x[r - 1]) if r <= x.size else hi
+
+
+def statistic(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float,
+              p: float | None = None) -> float:
+    """Value of ``stat`` on sorted data in ``[lower, upper]`` (conventions in the module doc).
+
+    ``stat`` is one of :data:`STATISTICS`; ``quantile`` takes ``p`` in [0, 1],
+    ``percentile`` takes ``p`` in [0, 100]. ``var``/``std`` are population
+    variance and standard deviation (0 on the empty set).
+    """
+    s, q = canonical_statistic(stat, p)
+    lo, hi = _check_bounds(lower, upper)
+    x = _data(x_sorted, lo, hi)
+    if s == "quantile":
+        return order_statistic_quantile(x, q, lo, hi)  # type: ignore[arg-type]
+    if s in ("count", "sum") or x.size == 0:
+        total = {"count": float(x.size), "sum": math.fsum(x.tolist()), "mean": (lo + hi) / 2}
+        return total.get(s, 0.0)
+    mu = math.fsum(x.tolist()) / x.size
+    var = math.fsum(((x - mu) ** 2).tolist()) / x.size
+    return {"mean": mu, "var": var, "std": math.sqrt(var)}[s]
+
+
+# ----------------------------------------------------------------------------- models
+class _Model:
+    """A(0) = ``ls``, A(k >= 1) = ``tail(k)``; A is nondecreasing and constant from ``sat`` on."""
+
+    def __init__(self, ls: float, tail: Callable[[int], float], sat: int = 1) -> None:
+        self.ls0, self.tail, self.sat = float(ls), tail, sat
+
+    def a(self, k: int) -> float:
+        return self.ls0 if k == 0 else self.tail(k)
+
+    def smooth(self, beta: float, k_max: int | None) -> float:
+        """Exact max_k e^{-beta k} A(k): log A(k) - beta k is convex on [1, sat] for the
+        closed forms here (constant, or -log(n - k) - beta k), so k in {0, 1, sat}."""
+        return max(math.exp(-beta * k) * self.a(k) for k in {0, min(1, self.sat), self.sat})
+
+
+def _const(ls: float, top: float) -> _Model:
+    return _Model(ls, lambda k: top)
+
+
+def _mean_add_remove(n: int, width: float, ls: float) -> _Model:
+    return _Model(ls, lambda k: width / max(n - k, 2), max(n - 2, 1))
+
+
+class _OrderStats(_Model):
+    """Quantile p of sorted data given as a window of order statistics.
+
+    ``window`` holds ``x_start, ..., x_{start+len-1}`` of ``n`` sorted values.
+    ``A(k >= 1) = max_{0<=t<=k+1} x_{r+t} - x_{r+t-k-1}`` (NRS 2007) and
+    ``A(k) = W`` for ``k >= n``.
+    """
+
+    def __init__(self, window: FloatArray, start: int, n: int, p: float,
+                 lower: float, upper: float, relation: str) -> None:
+        self.window, self.start, self.n, self.p = window, start, n, p
+        self.lower, self.upper, self.relation = lower, upper, relation
+        self.r = rank(p, n)
+        if relation == REPLACE and n == 0:  # no neighbours at all
+            super().__init__(0.0, lambda k: 0.0, 0)
+        else:
+            super().__init__(self.local(), self.nrs, n)
+
+    def span(self, lo: int, hi: int) -> FloatArray:
+        """Padded order statistics x_lo, ..., x_hi (1-based ranks)."""
+        n_left = max(0, min(hi, 0) - lo + 1)
+        n_right = max(0, hi - max(lo, self.n + 1) + 1)
+        first, last = max(lo, 1), min(hi, self.n)
+        mid = self.window[:0]
+        if first <= last:
+            _require(self.start <= first and last < self.start + self.window.size,
+                     f"the window starting at rank {self.start} lacks ranks {first}..{last}")
+            mid = self.window[first - self.start: last - self.start + 1]
+        return np.concatenate([np.full(n_left, self.lower), mid, np.full(n_right, self.upper)])
+
+    def local(self) -> float:
+        """Exact LS: replace, the NRS value at k = 0 (seed 003, slide 11)."""
+        if self.relation == REPLACE:
+            return self.nrs(0)
+        # add_remove, r+- = rank(p, n +- 1): adding v makes the r+-th order statistic any
+        # value in [x_{r+ - 1}, x_{r+}]; removing x_i makes it x_{r-} (i > r-) or x_{r- + 1}.
+        r, vals = self.r, self.span(self.r - 1, self.r + 1)
+        cands = [rank(self.p, self.n + 1)]
+        cands += [cands[0] - 1] + ([rank(self.p, self.n - 1), rank(self.p, self.n - 1) + 1]
+                                   if self.n >= 1 else [])
+        return max(abs(float(vals[c - r + 1] - vals[1])) for c in cands)
+
+    def nrs(self, k: int) -> float:
+        if k >= self.n:
+            return self.upper - self.lower
+        v = self.span(self.r - k - 1, self.r + k + 1)
+        return float(np.max(v[k + 1:] - v[: k + 2]))
+
+    def profile(self, k_max: int) -> FloatArray:
+        """A(0), ..., A(k_max), vectorised in O(k_max^2) on 2*k_max + 3 order statistics."""
+        out = np.zeros(k_max + 1)
+        if self.relation == REPLACE and self.n == 0:
+            return out
+        v = self.span(self.r - k_max - 1, self.r + k_max + 1)
+        right, left = v[k_max + 1:], v[k_max + 1:: -1]  # right[t] = x_{r+t}, left[a] = x_{r-a}
+        t = np.arange(k_max + 2)[None, :]
+        step = max(1, _BLOCK // (k_max + 2))
+        for s in range(0, k_max + 1, step):
+            kk = np.arange(s, min(s + step, k_max + 1))[:, None]
+            a = kk + 1 - t
+            diffs = np.where(a >= 0, right[t] - left[np.maximum(a, 0)], -np.inf)
+            out[s: s + kk.shape[0]] = diffs.max(axis=1)
+        out[0] = self.ls0
+        return out
+
+    def smooth(self, beta: float, k_max: int | None) -> float:
+        width = self.upper - self.lower
+        if k_max is not None:  # A(k) = W for k >= sat: no tail term needed beyond sat
+            k = min(k_max, self.sat)
+            best = float(np.max(np.exp(-beta * np.arange(k + 1)) * self.profile(k)))
+            return best if k_max >= self.sat else max(best, width * math.exp(-beta * (k + 1)))
+        k = min(self.n, 63)
+        while True:  # exact: stop once the tail bound W e^{-beta(k+1)} cannot win
+            best = float(np.max(np.exp(-beta * np.arange(k + 1)) * self.profile(k)))
+            if k >= self.n or width * math.exp(-beta * (k + 1)) <= best:
+                return best
+            k = min(2 * k + 1, self.n)
+
+
+def _model(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float, relation: str,
+           p: float | None) -> _Model:
+    s, q = canonical_statistic(stat, p)
+    _require(s in ("count", "sum", "mean", "quantile"),
+             f"no analytic sensitivity for {stat!r} (dpsql.admin.bruteforce has one)")
+    rel = _check_relation(relation)
+    lo, hi = _check_bounds(lower, upper)
+    x = _data(x_sorted, lo, hi)
+    n, width = x.size, hi - lo
+    if s == "quantile":
+        assert q is not None
+        return _OrderStats(x, 1, n, q, lo, hi, rel)
+    if s == "count":
+        return _const(1.0, 1.0) if rel == ADD_REMOVE else _const(0.0, 0.0)
+    if rel == REPLACE and n == 0:
+        return _const(0.0, 0.0)
+    if s == "sum":
+        if rel == ADD_REMOVE:
+            return _const(max(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
+        return _const(max(hi - x[0], x[-1] - lo), width)
+    if rel == REPLACE:
+        return _const(max(hi - x[0], x[-1] - lo) / n, width / n)
+    if n == 0:
+        ls = width / 2
+    else:
+        mu = statistic("mean", x, lo, hi)
+        add = max(hi - mu, mu - lo) / (n + 1)
+        drop = max(mu - x[0], x[-1] - mu) / (n - 1) if n >= 2 else abs(x[0] - (lo + hi) / 2)
+        ls = float(max(add, drop))
+    return _mean_add_remove(n, width, ls)
+
+
+def _distance(model: _Model, b: float, k_max: int | None) -> int:
+    _require(math.isfinite(b) and b >= 0, f"b must be finite and >= 0, got {b}")
+    lo, hi = 0, model.sat if k_max is None else min(model.sat, k_max)
+    if model.a(hi) <= b:
+        return MAX_DISTANCE if k_max is None else k_max + 1
+    while lo < hi:  # binary search: A is nondecreasing
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if model.a(mid) <= b else (lo, mid)
+    return lo
+
+
+# ----------------------------------------------------------------------------- public API
+def global_sensitivity(stat: str, lower: float, upper: float, relation: str = ADD_REMOVE,
+                       max_rows: int = 1, p: float | None = None) -> float:
+    """Exact global sensitivity when one privacy unit changes up to ``max_rows`` rows.
+
+    ``max_rows = m`` is also the group-privacy distance ``k`` of seed 001.
+    count: ``m`` (add_remove), 0 (replace: n is public). sum: ``m*max(|L|,|U|)``
+    (add_remove), ``m*(U-L)`` (replace, where no value leaves; when a replaced value may
+    become NULL or leave a WHERE filter it is ``m*max(U-L, |L|, |U|)``, SPEC 4.1, as
+    :func:`dpsql.mechanisms.additive.sensitivities` uses). mean: ``(U-L)/2`` for
+    ``m = 1`` under add_remove (the mean of the empty set is the midpoint, and
+    any other single-row change moves the mean by at most ``W/2``), ``U-L``
+    for ``m >= 2`` and under replace. median/quantile: ``U-L`` (both).
+    """
+    s, _ = canonical_statistic(stat, p)
+    rel = _check_relation(relation)
+    lo, hi = _check_bounds(lower, upper)
+    _require(int(max_rows) == max_rows and max_rows >= 1, "max_rows must be an integer >= 1")
+    m, width = int(max_rows), hi - lo
+    if s == "count":
+        return float(m) if rel == ADD_REMOVE else 0.0
+    if s == "sum":
+        return m * (max(abs(lo), abs(hi)) if rel == ADD_REMOVE else width)
+    if s == "mean":
+        return width / 2 if (rel == ADD_REMOVE and m == 1) else width
+    if s == "quantile":
+        return width
+    raise ValueError(f"no analytic sensitivity for {stat!r} (dpsql.admin.bruteforce has one)")
+
+
+def local_sensitivity(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float,
+                      relation: str = ADD_REMOVE, p: float | None = None) -> float:
+    """Exact ``LS(f, x)`` under either relation (for data that may take the values L, U).
+
+    count: 1 (add_remove), 0 (replace). sum: ``max(|L|, |U|)`` (add_remove),
+    ``max(U - x_1, x_n - L)`` (replace). mean, add_remove:
+    ``max(max(U-mu, mu-L)/(n+1), max(mu-x_1, x_n-mu)/(n-1))``
+    (``|x_1 - (L+U)/2|`` for the removal when ``n = 1``; ``W/2`` when ``n = 0``).
+    mean, replace: ``max(U - x_1, x_n - L)/n``. quantile, replace:
+    ``max(x_r - x_{r-1}, x_{r+1} - x_r)`` (seed 003, slide 11); add_remove: the
+    largest move to ``x_{r+-1}, x_{r+}`` (adding) or ``x_{r-}, x_{r-+1}``
+    (removing), ``r+- = rank(p, n+-1)``. Never use it to calibrate noise (SPEC 4.2).
+    """
+    return _model(stat, x_sorted, lower, upper, relation, p).a(0)
+
+
+def local_sensitivity_at_distance(stat: str, x_sorted: npt.ArrayLike, k: int, lower: float,
+                                  upper: float, relation: str = ADD_REMOVE,
+                                  p: float | None = None) -> float:
+    """``A(f, x, k)``, exact or an upper bound as listed in the module doc.
+
+    quantile (NRS 2007): ``max_{0<=t<=k+1} x_{r+t} - x_{r+t-k-1}`` for ``k >= 1``,
+    exact under replace, an upper bound under add_remove. mean, add_remove:
+    ``W / max(n-k, 2)`` for ``k >= 1`` (``W/max(m, 2)`` is the largest ``LS`` of any
+    dataset of size ``m``; seed 000's ``U/(n+1)`` is too small). mean, replace:
+    ``W/n``. sum, replace: ``W``; count and sum under add_remove are constant.
+    """
+    return _model(stat, x_sorted, lower, upper, relation, p).a(int(_check_k(k, "k") or 0))
+
+
+def distance_to_instability(stat: str, x_sorted: npt.ArrayLike, b: float, lower: float,
+                            upper: float, relation: str = ADD_REMOVE, p: float | None = None,
+                            k_max: int | None = None) -> int:
+    """``D(f, x, b) = min{k : A(f, x, k) > b}`` with the ``A`` of this module.
+
+    Returns :data:`MAX_DISTANCE` when ``A`` never exceeds ``b`` (e.g. ``b >= U-L``
+    for quantiles). With ``k_max`` the search stops there and the result is
+    ``min(D, k_max + 1)``, still a 1-sensitive lower bound on the true D. For
+    quantiles under replace it equals the pair form ``min{j - i - 1 : i <= r <= j,
+    x_j - x_i > b}`` of SPEC 4.2; under add_remove it is at least that.
+    """
+    return _distance(_model(stat, x_sorted, lower, upper, relation, p), b, _check_k(k_max))
+
+
+def smooth_sensitivity(stat: str, x_sorted: npt.ArrayLike, beta: float, lower: float,
+                       upper: float, relation: str = ADD_REMOVE, p: float | None = None,
+                       k_max: int | None = None) -> float:
+    """``S_beta(x) = max_k exp(-beta k) A(x, k)``, a beta-smooth upper bound on ``LS``.
+
+    Exact smooth sensitivity where ``A`` is exact (count, sum; mean and
+    quantiles under replace), an upper bound otherwise. For quantiles ``k_max = K`` gives the
+    truncation of SPEC 4.2, ``max(max_{k<=K} e^{-beta k} A(k), (U-L) e^{-beta(K+1)})``,
+    also beta-smooth; ``None`` computes the exact maximum. Other statistics
+    use closed forms and ignore ``k_max``.
+    """
+    model = _model(stat, x_sorted, lower, upper, relation, p)
+    return model.smooth(_check_beta(beta), _check_k(k_max))
+
+
+def _mean_n_model(n: int, lower: float, upper: float, relation: str) -> _Model:
+    lo, hi = _check_bounds(lower, upper)
+    _require(int(n) == n and n >= 0, f"n must be an integer >= 0, got {n}")
+    if _check_relation(relation) == REPLACE:
+        return _const((hi - lo) / n, (hi - lo) / n) if n >= 1 else _const(0.0, 0.0)
+    return _mean_add_remove(int(n), hi - lo, (hi - lo) / max(n, 2))
+
+
+def mean_sensitivity_bound(n: int, lower: float, upper: float, relation: str = ADD_REMOVE,
+                           k: int = 0) -> float:
+    """Largest ``A(x, k)`` of the mean over datasets of size ``n``, from ``n`` alone:
+    ``W/max(n-k, 2)`` (add_remove) or ``W/n`` (replace, 0 for ``n = 0``)."""
+    return _mean_n_model(n, lower, upper, relation).a(_check_k(k, "k") or 0)
+
+
+def mean_distance(n: int, b: float, lower: float, upper: float,
+                  relation: str = ADD_REMOVE) -> int:
+    """PTR distance of the mean from ``n`` alone: ``min{k : mean_sensitivity_bound(n, k) > b}``.
+
+    add_remove: ``max(0, floor(n - W/b) + 1)`` when ``b < W/2`` (up to float
+    rounding at the boundary), else :data:`MAX_DISTANCE`. replace: 0 if
+    ``W/n > b`` else :data:`MAX_DISTANCE`. It is at most
+    ``distance_to_instability("mean", x, b, ...)`` for every ``x`` of size n.
+    """
+    return _distance(_mean_n_model(n, lower, upper, relation), b, None)
+
+
+def mean_smooth_sensitivity(n: int, beta: float, lower: float, upper: float,
+                            relation: str = ADD_REMOVE) -> float:
+    """``max_k e^{-beta k} mean_sensitivity_bound(n, k)``: smooth sensitivity of the mean
+    from ``n`` alone. add_remove: ``max(W/max(n, 2), e^{-beta max(n-2, 0)} W/2)``;
+    replace: ``W/n``."""
+    return _mean_n_model(n, lower, upper, relation).smooth(_check_beta(beta), None)
+
+
+def truncation_k(beta: float, lower: float, upper: float, tol: float) -> int:
+    """Least ``K >= 0`` with tail term ``(U-L) e^{-beta(K+1)} <= tol`` (SPEC 4.2)."""
+    b = _check_beta(beta)
+    lo, hi = _check_bounds(lower, upper)
+    _require(math.isfinite(tol) and tol > 0, f"tol must be finite and > 0, got {tol}")
+    k = max(0, math.ceil(math.log((hi - lo) / tol) / b) - 2)  # 1 below, against rounding
+    while (hi - lo) * math.exp(-b * (k + 1)) > tol:
+        k += 1
+    return k
+
+
+def window_ranks(n: int, p: float, k_max: int) -> tuple[int, int]:
+    """First and last 1-based ranks of the order statistics that the window functions
+    need for quantile ``p`` of ``n`` values truncated at ``k_max``: those of
+    ``[r - k_max - 1, r + k_max + 1]`` inside ``[1, n]`` (empty if ``first > last``)."""
+    r = rank(p, n)
+    return max(1, r - k_max - 1), min(n, r + k_max + 1)
+
+
+def _window_model(window: npt.ArrayLike, start: int, n: int, p: float, lower: float,
+                  upper: float, relation: str) -> _OrderStats:
+    lo, hi = _check_bounds(lower, upper)
+    _require(n >= 0 and start >= 1, f"need n >= 0 and start >= 1, got n={n}, start={start}")
+    _, q = canonical_statistic("quantile", p)
+    assert q is not None
+    return _OrderStats(_data(window, lo, hi), int(start), int(n), q, lo, hi,
+                       _check_relation(relation))
+
+
+def smooth_sensitivity_window(window: npt.ArrayLike, start: int, n: int, p: float, beta: float,
+                              lower: float, upper: float, k_max: int,
+                              relation: str = ADD_REMOVE) -> float:
+    """Truncated smooth sensitivity of quantile ``p`` from a window of order statistics.
+
+    ``window`` holds ``x_start, ..., x_{start+len-1}`` (sorted, clipped) of ``n``
+    values and must cover :func:`window_ranks` ``(n, p, k_max)``. Equals
+    ``smooth_sensitivity("quantile", x, beta, ..., k_max=k_max)``; costs
+    ``O(k_max^2)`` vectorised work, independent of ``n``.
+    """
+    return _window_model(window, start, n, p, lower, upper, relation).smooth(
+        _check_beta(beta), _check_k(k_max) or 0)
+
+
+def distance_to_instability_window(window: npt.ArrayLike, start: int, n: int, p: float, b: float,
+                                   lower: float, upper: float, k_max: int,
+                                   relation: str = ADD_REMOVE) -> int:
+    """``min(D(x, b), k_max + 1)`` for quantile ``p`` from a window covering
+    :func:`window_ranks` ``(n, p, k_max)``; see :func:`distance_to_instability`."""
+    model = _window_model(window, start, n, p, lower, upper, relation)
+    return _distance(model, b, _check_k(k_max) or 0)

@@ -1,0 +1,1 @@
+"""The query language: text to a bound query. Reads no data."""

@@ -1,0 +1,345 @@
+"""The dpsql SQL dialect: DuckDB's, plus DP aggregates, a trailing options clause and EXPLAIN.
+
+Following sqlglot's own dialects, the extension is a handful of expression classes and a
+parser/generator that extend DuckDB's tables of functions. ``parse()`` is the entry point: it
+returns a :class:`DPQuery` wrapping the statement, its options and whether it was EXPLAINed.
+
+Grammar (see ``grammar/dpsql.ebnf``)::
+
+    dp_statement  = [ "EXPLAIN" ] statement [ options ] [ ";" ]
+    options       = "WITH" "(" option { "," option } ")"
+    option        = identifier "=" literal
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import typing as t
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
+
+from dpsql.errors import ParseError
+
+__all__ = [
+    "DPSQL",
+    "DPAggregate",
+    "DPCount",
+    "DPSum",
+    "DPMean",
+    "DPVar",
+    "DPStddev",
+    "DPMedian",
+    "DPQuantile",
+    "DPMin",
+    "DPMax",
+    "DPAgg",
+    "DPOptions",
+    "DPQuery",
+    "DP_FUNCTIONS",
+    "parse",
+]
+
+
+class DPAggregate(exp.AggFunc):
+    """Base of every DP aggregate. ``this`` is the argument (``Star`` for ``DP_COUNT(*)``).
+
+    ``lower``/``upper`` are optional literal bounds given in the call.
+    """
+
+    #: the statistic the mechanisms compute (``count``, ``sum``, ...)
+    statistic: t.ClassVar[str] = ""
+
+
+class DPCount(exp.Expression, DPAggregate):
+    arg_types = {"this": False}
+    _sql_names = ["DP_COUNT"]
+    statistic = "count"
+
+
+class DPSum(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_SUM"]
+    statistic = "sum"
+
+
+class DPMean(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_MEAN", "DP_AVG"]
+    statistic = "mean"
+
+
+class DPVar(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_VAR", "DP_VARIANCE"]
+    statistic = "var"
+
+
+class DPStddev(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_STDDEV", "DP_STD"]
+    statistic = "stddev"
+
+
+class DPMedian(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_MEDIAN"]
+    statistic = "median"
+
+
+class DPQuantile(exp.Expression, DPAggregate):
+    """``DP_QUANTILE(x, p [, lower, upper])``: ``quantile`` holds p."""
+
+    arg_types = {"this": True, "quantile": True, "lower": False, "upper": False}
+    _sql_names = ["DP_QUANTILE", "DP_PERCENTILE"]
+    statistic = "quantile"
+
+
+class DPMin(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_MIN"]
+    statistic = "min"
+
+
+class DPMax(exp.Expression, DPAggregate):
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_MAX"]
+    statistic = "max"
+
+
+class DPAgg(exp.Expression, DPAggregate):
+    """``DP_AGG(aggregate_expression, lower, upper)``: any DuckDB aggregate via sample-and-aggregate."""
+
+    arg_types = {"this": True, "lower": False, "upper": False}
+    _sql_names = ["DP_AGG"]
+    statistic = "agg"
+
+
+DP_FUNCTIONS: dict[str, type[DPAggregate]] = {
+    name: cls
+    for cls in (DPCount, DPSum, DPMean, DPVar, DPStddev, DPMedian, DPQuantile, DPMin, DPMax, DPAgg)
+    for name in cls._sql_names
+}
+
+
+class DPOptions(exp.Expression):
+    """The trailing ``WITH (key = value, ...)`` clause; ``expressions`` are ``exp.EQ`` nodes."""
+
+    arg_types = {"expressions": True}
+
+
+class DPQuery(exp.Expression):
+    """A parsed dpsql statement: ``this`` is the query, ``options`` the clause, ``explain`` a flag."""
+
+    # ``with_`` only exists transiently: a leading WITH clause parsed around the whole statement
+    # is moved onto the query by :func:`parse`.
+    arg_types = {"this": True, "options": False, "explain": False, "with_": False}
+
+    @property
+    def query(self) -> exp.Expression:
+        return self.this
+
+    def option_items(self) -> list[tuple[str, exp.Expression]]:
+        opts = self.args.get("options")
+        if not opts:
+            return []
+        return [(eq.this.name, eq.expression) for eq in opts.expressions]
+
+
+def _build(cls: type[DPAggregate]) -> t.Callable[[list[exp.Expression]], exp.Expression]:
+    """Build a DP aggregate from positional args, accepting ``bounds => (l, u)`` named args."""
+
+    def builder(args: list[exp.Expression]) -> exp.Expression:
+        positional: list[exp.Expression] = []
+        named: dict[str, exp.Expression] = {}
+        for arg in args:
+            if isinstance(arg, (exp.Kwarg, exp.PropertyEQ)):
+                named[arg.this.name.lower()] = arg.expression
+            elif named:
+                raise SqlglotParseError(
+                    f"{cls._sql_names[0]}: positional argument after a named one"
+                )
+            else:
+                positional.append(arg)
+        slots = [k for k in cls.arg_types]
+        if len(positional) > len(slots):
+            raise SqlglotParseError(
+                f"{cls._sql_names[0]} takes at most {len(slots)} arguments, got {len(positional)}"
+            )
+        kwargs: dict[str, t.Any] = dict(zip(slots, positional))
+        for key, value in named.items():
+            if key == "bounds":
+                if not isinstance(value, (exp.Tuple, exp.Paren, exp.Array)) or len(
+                    _items(value)
+                ) != 2:
+                    raise SqlglotParseError(
+                        f"{cls._sql_names[0]}: bounds => must be a pair (lower, upper)"
+                    )
+                lo, hi = _items(value)
+                if "lower" in kwargs or "upper" in kwargs:
+                    raise SqlglotParseError(f"{cls._sql_names[0]}: bounds given twice")
+                kwargs["lower"], kwargs["upper"] = lo, hi
+            elif key in ("lower", "upper", "quantile", "p") and key != "this":
+                slot = "quantile" if key == "p" else key
+                if slot not in cls.arg_types:
+                    raise SqlglotParseError(f"{cls._sql_names[0]} has no argument '{key}'")
+                if slot in kwargs:
+                    raise SqlglotParseError(f"{cls._sql_names[0]}: '{key}' given twice")
+                kwargs[slot] = value
+            else:
+                raise SqlglotParseError(f"{cls._sql_names[0]} has no argument '{key}'")
+        if ("lower" in kwargs) != ("upper" in kwargs):
+            raise SqlglotParseError(f"{cls._sql_names[0]}: give both lower and upper bounds")
+        for slot, required in cls.arg_types.items():
+            if required and slot not in kwargs:
+                raise SqlglotParseError(f"{cls._sql_names[0]}: missing argument '{slot}'")
+        if cls is DPCount and kwargs.get("this") is None:
+            kwargs["this"] = exp.Star()
+        return cls(**kwargs)
+
+    return builder
+
+
+def _items(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return [node.this]
+    return list(node.expressions)
+
+
+class DPSQL(DuckDB):
+    """DuckDB's dialect plus the DP aggregates, ``WITH (...)`` options and ``EXPLAIN``."""
+
+    class Parser(DuckDB.Parser):
+        FUNCTIONS = {
+            **DuckDB.Parser.FUNCTIONS,
+            **{name: _build(cls) for name, cls in DP_FUNCTIONS.items()},
+        }
+
+        def _parse_table_hints(self) -> list[exp.Expr] | None:
+            # DuckDB has no table hints; ``FROM t WITH (...)`` is the dpsql options clause.
+            return None
+
+        def _parse_statement(self) -> exp.Expression | None:
+            if self._curr is None:
+                return None
+            stmt = super()._parse_statement()
+            if self._match_pair(TokenType.WITH, TokenType.L_PAREN):
+                return DPQuery(this=stmt, options=self._parse_dp_options())
+            return stmt
+
+        def _parse_dp_options(self) -> DPOptions:
+            items: list[exp.Expression] = []
+            while True:
+                key_token = self._curr
+                if key_token is None or key_token.token_type == TokenType.R_PAREN:
+                    self.raise_error("Expected an option name in WITH (...)")
+                key = self._parse_var(any_token=True)
+                if key is None:
+                    self.raise_error("Expected an option name in WITH (...)")
+                if not self._match(TokenType.EQ):
+                    self.raise_error(f"Expected '=' after option '{key.name}'")
+                value = self._parse_bitwise()
+                if value is None:
+                    self.raise_error(f"Expected a value for option '{key.name}'")
+                items.append(exp.EQ(this=key, expression=value))
+                if not self._match(TokenType.COMMA):
+                    break
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected ')' to close WITH (...)")
+            return DPOptions(expressions=items)
+
+    class Generator(DuckDB.Generator):
+        TRANSFORMS = {
+            **DuckDB.Generator.TRANSFORMS,
+            DPQuery: lambda self, e: _dpquery_sql(self, e),
+            DPOptions: lambda self, e: "WITH (" + ", ".join(self.sql(x) for x in e.expressions) + ")",
+        }
+
+        def dpaggregate_sql(self, e: DPAggregate) -> str:  # pragma: no cover - dispatched below
+            return _dpaggregate_sql(self, e)
+
+
+def _dpquery_sql(gen: t.Any, e: DPQuery) -> str:
+    parts = ["EXPLAIN " if e.args.get("explain") else "", gen.sql(e.this)]
+    if e.args.get("options"):
+        parts.append(" " + gen.sql(e.args["options"]))
+    return "".join(parts)
+
+
+def _dpaggregate_sql(gen: t.Any, e: DPAggregate) -> str:
+    args = [gen.sql(e.args[k]) for k in e.arg_types if e.args.get(k) is not None]
+    return f"{e._sql_names[0]}({', '.join(args)})"
+
+
+for _cls in set(DP_FUNCTIONS.values()):
+    DPSQL.Generator.TRANSFORMS[_cls] = _dpaggregate_sql
+
+
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\b(\s+ANALY[SZ]E\b)?", re.IGNORECASE)
+
+
+def parse(sql: str) -> DPQuery:
+    """Parse one dpsql statement into a :class:`DPQuery`.
+
+    Raises :class:`dpsql.errors.ParseError` with a one-line message naming the token.
+    """
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    explain = False
+    m = _EXPLAIN.match(text)
+    if m:
+        if m.group(1):
+            raise ParseError("EXPLAIN ANALYZE is not allowed: it runs the query and reveals row counts")
+        explain = True
+        text = text[m.end():].strip()
+    if not text:
+        raise ParseError("empty statement")
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
+    try:
+        statements = sqlglot.parse(text, dialect=DPSQL)
+    except SqlglotParseError as err:
+        raise ParseError(_one_line(err)) from None
+    except TokenError as err:
+        raise ParseError(f"cannot tokenize the statement: {err}") from None
+    finally:
+        quiet.setLevel(level)
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        raise ParseError(f"expected one statement, got {len(statements)}")
+    stmt = statements[0]
+    if isinstance(stmt, exp.Command):
+        word = stmt.name.upper() or "this"
+        raise ParseError(f"unsupported statement: {word} is not allowed")
+    if not isinstance(stmt, DPQuery):
+        stmt = DPQuery(this=stmt)
+    if stmt.args.get("with_") is not None:
+        stmt.this.set("with_", stmt.args["with_"])
+        stmt.set("with_", None)
+    if explain:
+        stmt.set("explain", True)
+    return stmt
+
+
+def _one_line(err: SqlglotParseError) -> str:
+    details = getattr(err, "errors", None) or []
+    if details:
+        d = details[0]
+        desc = str(d.get("description", "")).strip()
+        tok = (d.get("highlight") or "").strip()
+        where = f"line {d.get('line')}, column {d.get('col')}"
+        near = f" near '{tok}'" if tok else ""
+        return f"syntax error at {where}{near}: {desc}"
+    return "syntax error: " + str(err).splitlines()[0]
+
+
+def to_sql(node: exp.Expression) -> str:
+    """Render a node in the dpsql dialect (round trip of :func:`parse`)."""
+    return node.sql(dialect=DPSQL)

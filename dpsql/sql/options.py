@@ -1,0 +1,175 @@
+"""Validation of the trailing ``WITH (key = value, ...)`` options clause.
+
+Every check here depends on the query text alone, runs before any data is read, and fails
+with an :class:`~dpsql.errors.OptionError` whose one-line message names the key.
+"""
+
+from __future__ import annotations
+
+import math
+import typing as t
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpsql.errors import OptionError
+
+from dpsql.sql.keywords import AGGREGATORS, MECHANISMS, OPTION_KEYS, SMOOTH_NOISE  # noqa: F401
+
+#: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
+MAX_CHUNKS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Options:
+    """The validated options of one query. ``None`` means "not given"."""
+
+    mechanism: str | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    rho: float | None = None
+    bound: float | None = None
+    chunks: int | None = None
+    confidence: float = 0.95
+    keys: tuple[tuple[t.Any, ...], ...] | None = None
+    aggregator: str = "mean"
+    noise: str | None = None
+    given: frozenset[str] = field(default_factory=frozenset)
+
+
+def _number(key: str, node: exp.Expression) -> float:
+    sign = 1.0
+    while isinstance(node, (exp.Neg, exp.Paren)):
+        if isinstance(node, exp.Neg):
+            sign = -sign
+        node = node.this
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            value = float(node.this)
+        except ValueError:
+            raise OptionError(f"option '{key}' must be a number, got {node.sql()}") from None
+        return sign * value
+    if isinstance(node, exp.Literal) and node.is_string:
+        # 'nan' / 'inf' written as strings are still numbers the user meant; reject them by name.
+        text = node.this.strip().lower()
+        if text in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):
+            raise OptionError(f"option '{key}' must be a finite number, got '{node.this}'")
+        raise OptionError(f"option '{key}' must be a number, got the string '{node.this}'")
+    if isinstance(node, (exp.Column, exp.Var, exp.Identifier)) and node.name.lower() in (
+        "nan",
+        "inf",
+        "infinity",
+    ):
+        raise OptionError(f"option '{key}' must be a finite number, got {node.name}")
+    raise OptionError(f"option '{key}' must be a number, got {node.sql()}")
+
+
+def _string(key: str, node: exp.Expression, choices: t.Sequence[str]) -> str:
+    if isinstance(node, exp.Literal) and node.is_string:
+        value = node.this
+    elif isinstance(node, (exp.Column, exp.Var, exp.Identifier)):
+        value = node.name
+    else:
+        raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got {node.sql()}")
+    value = value.strip().lower()
+    if value not in choices:
+        raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got '{value}'")
+    return value
+
+
+def _literal(key: str, node: exp.Expression) -> t.Any:
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        return _number(key, node)
+    if isinstance(node, exp.Neg):
+        return _number(key, node)
+    if isinstance(node, exp.Boolean):
+        return node.this
+    if isinstance(node, exp.Null):
+        return None
+    raise OptionError(f"option '{key}' holds {node.sql()}, which is not a literal")
+
+
+def _keys(node: exp.Expression) -> tuple[tuple[t.Any, ...], ...]:
+    if not isinstance(node, (exp.Array, exp.Tuple, exp.Paren)):
+        raise OptionError("option 'keys' must be a list such as ['a', 'b'] or [('a', 1), ('b', 2)]")
+    items = [node.this] if isinstance(node, exp.Paren) else list(node.expressions)
+    out: list[tuple[t.Any, ...]] = []
+    for item in items:
+        if isinstance(item, (exp.Tuple, exp.Array)):
+            out.append(tuple(_literal("keys", x) for x in item.expressions))
+        elif isinstance(item, exp.Paren):
+            out.append((_literal("keys", item.this),))
+        else:
+            out.append((_literal("keys", item),))
+    if not out:
+        raise OptionError("option 'keys' must list at least one key")
+    if len({len(k) for k in out}) != 1:
+        raise OptionError("option 'keys': every key must have the same number of parts")
+    if len(set(out)) != len(out):
+        raise OptionError("option 'keys' lists a key twice")
+    return tuple(out)
+
+
+def _finite(key: str, value: float) -> float:
+    if math.isnan(value) or math.isinf(value):
+        raise OptionError(f"option '{key}' must be a finite number, got {value}")
+    return value
+
+
+def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
+    """Validate ``(key, value-node)`` pairs from :meth:`DPQuery.option_items`."""
+    values: dict[str, t.Any] = {}
+    for raw_key, node in items:
+        key = raw_key.lower()
+        if key in values:
+            raise OptionError(f"option '{key}' is given twice")
+        if key == "mechanism":
+            values[key] = _string(key, node, MECHANISMS)
+        elif key == "aggregator":
+            values[key] = _string(key, node, AGGREGATORS)
+        elif key == "noise":
+            values[key] = _string(key, node, SMOOTH_NOISE)
+        elif key == "epsilon":
+            eps = _finite(key, _number(key, node))
+            if eps <= 0:
+                raise OptionError(f"option 'epsilon' must be > 0, got {eps:g}")
+            values[key] = eps
+        elif key == "delta":
+            delta = _finite(key, _number(key, node))
+            if not 0 <= delta < 1:
+                raise OptionError(f"option 'delta' must be in [0, 1), got {delta:g}")
+            values[key] = delta
+        elif key == "rho":
+            rho = _finite(key, _number(key, node))
+            if rho <= 0:
+                raise OptionError(f"option 'rho' must be > 0, got {rho:g}")
+            values[key] = rho
+        elif key == "bound":
+            bound = _finite(key, _number(key, node))
+            if bound <= 0:
+                raise OptionError(f"option 'bound' must be > 0, got {bound:g}")
+            values[key] = bound
+        elif key == "chunks":
+            chunks = _finite(key, _number(key, node))
+            if chunks != int(chunks) or chunks < 2:
+                raise OptionError(f"option 'chunks' must be an integer >= 2, got {chunks:g}")
+            if chunks > MAX_CHUNKS:
+                raise OptionError(f"option 'chunks' must be at most {MAX_CHUNKS}, got {int(chunks)}")
+            values[key] = int(chunks)
+        elif key == "confidence":
+            conf = _finite(key, _number(key, node))
+            if not 0 < conf < 1:
+                raise OptionError(f"option 'confidence' must be in (0, 1), got {conf:g}")
+            values[key] = conf
+        elif key == "keys":
+            values[key] = _keys(node)
+        else:
+            known = ", ".join(OPTION_KEYS)
+            raise OptionError(f"unknown option '{raw_key}' (known: {known})")
+    if "rho" in values and "epsilon" in values:
+        raise OptionError("give either 'epsilon' or 'rho', not both")
+    if "rho" in values and values.get("mechanism", "gaussian") != "gaussian":
+        raise OptionError("option 'rho' (zCDP) needs mechanism='gaussian'")
+    return Options(given=frozenset(values), **values)

@@ -1,0 +1,128 @@
+"""The post-processing SELECT: HAVING, ORDER BY, LIMIT and select-list expressions, run on the
+noisy rows only.
+
+The binder hands over the user's SELECT; DP aggregate calls become columns ``__a<i>`` and group
+expressions ``__k<j>`` of the table ``__noisy`` that the release step fills. What is left must
+be on the allowlist of :mod:`dpsql.sql.allow` (no subquery, window, non-DP aggregate or unknown
+function), may name no other column (output aliases excepted, in HAVING and ORDER BY), and is
+made total (:mod:`dpsql.sql.total`), because it runs after the budget is charged: nothing there
+may fail. LIMIT and OFFSET are integer literals.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from sqlglot import exp
+
+from dpsql.sql.allow import check_rowwise
+from dpsql.sql.dialect import DPAggregate
+from dpsql.errors import BindError, PrivacyError
+from dpsql.sql.total import total
+
+if t.TYPE_CHECKING:
+    from dpsql.sql.scope import Relation
+
+NOISY = "__noisy"
+
+
+def _label(node: exp.Expression) -> str:
+    from dpsql.sql.dialect import to_sql
+
+    return to_sql(node)
+
+
+def _refuse(msg: str) -> t.NoReturn:
+    raise PrivacyError(msg)
+
+
+def build_outer(
+    select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation"
+) -> tuple[exp.Select, list[str]]:
+    """Build the post-processing SELECT over ``__noisy`` and the output column names."""
+    table = rel.table.name
+    group_keys = [g.sql(dialect="duckdb") for g in group_exprs]
+    aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
+
+    def replace(node: exp.Expression, where: str) -> exp.Expression:
+        made: set[int] = set()
+        out = node.copy()
+        # The copy's DP aggregate nodes, matched to the originals by walking both trees in step.
+        # Kept per call: ids of nodes a previous call discarded may be reused by new objects.
+        copies = {id(new): index_of[id(orig)] for orig, new in zip(node.walk(), out.walk())
+                  if id(orig) in index_of}
+
+        def swap(n: exp.Expression) -> exp.Expression:
+            if id(n) in copies:
+                col = exp.column(f"__a{copies[id(n)]}")
+            elif not isinstance(n, exp.Literal) and n.sql(dialect="duckdb") in group_keys:
+                col = exp.column(f"__k{group_keys.index(n.sql(dialect='duckdb'))}")
+            else:
+                return n
+            made.add(id(col))
+            return col
+
+        out = out.transform(swap, copy=False)
+        for n in out.walk():
+            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+                _refuse(f"subqueries are not allowed in {where} of a DP query over {table}")
+            if isinstance(n, exp.Window):
+                _refuse(f"window functions are not allowed in {where} of a DP query over {table}")
+        for n in out.walk():
+            if isinstance(n, exp.AggFunc) and not isinstance(n, DPAggregate):
+                _refuse(
+                    f"aggregate {n.sql_name().lower()}() over private table {table} is not "
+                    "differentially private; use a DP aggregate (DP_COUNT, DP_SUM, DP_MEAN, ...)"
+                )
+            if isinstance(n, exp.Filter):
+                _refuse("FILTER (WHERE ...) is not supported on DP aggregates; put the condition in WHERE")
+        check_rowwise(out, where, table)
+        for col in out.find_all(exp.Column):
+            if id(col) in made:
+                continue
+            if where != "the select list" and not col.table and col.name.lower() in aliases:
+                continue
+            if col.name.lower() in rel.columns or col.table:
+                _refuse(
+                    f"column {col.name} of private table {table} appears in "
+                    f"{where} outside a DP aggregate and the GROUP BY keys"
+                )
+            raise BindError(f"column {col.name} does not exist in {table}")
+        return out
+
+    projections: list[exp.Expression] = []
+    names: list[str] = []
+    for proj in select.expressions:
+        if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
+            _refuse(f"SELECT * would return raw rows of private table {table}")
+        expr = proj.this if isinstance(proj, exp.Alias) else proj
+        name = proj.alias if isinstance(proj, exp.Alias) else (
+            expr.name if isinstance(expr, exp.Column) else _label(expr)
+        )
+        new = replace(expr, "the select list")
+        projections.append(exp.alias_(new if isinstance(new, exp.Column) else total(new), name, quoted=True))
+        names.append(name)
+    outer = exp.select(*projections).from_(NOISY)
+    if select.args.get("having"):
+        outer = outer.where(total(replace(select.args["having"].this, "HAVING")))
+    if select.args.get("order"):
+        order = select.args["order"].copy()
+        order.set("expressions", [
+            o.__class__(**{**o.args, "this": total(replace(o.this, "ORDER BY"))})
+            for o in select.args["order"].expressions
+        ])
+        outer.set("order", order)
+    elif group_exprs:
+        # Without ORDER BY, rows come back in key order rather than hash-join order.
+        outer = outer.order_by(*[exp.column(f"__k{j}") for j in range(len(group_exprs))])
+    for key in ("limit", "offset"):
+        clause = select.args.get(key)
+        if clause:
+            value = clause.args.get("expression")
+            if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
+                what = key.upper()
+                if value is not None and value.find(exp.Subquery, exp.Select, exp.Exists):
+                    _refuse(f"subqueries are not allowed in {what} of a DP query over {table}")
+                _refuse(f"{what} must be a whole number literal in a DP query over {table}")
+            outer.set(key, clause.copy())
+    return outer, names

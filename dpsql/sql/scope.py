@@ -1,0 +1,307 @@
+"""Name resolution with DuckDB's scoping rules, and the FROM chain of a DP query, inlined.
+
+Two jobs, both on the query text, the policy and the catalog's column names alone:
+
+* :func:`real_tables` finds every table a statement reads, resolving each name the way DuckDB
+  does: a CTE is visible in the body of its WITH and in the CTEs *after* it in the same list
+  (a forward reference, or a CTE's reference to its own name, is the real table); an inner
+  WITH hides an outer one. A CTE may not take the name of a table of the database or the
+  policy, and one WITH may not define a name twice, so no name has two readings.
+* :func:`resolve_chain` turns the FROM chain of a DP query (a private table seen through
+  row-wise CTEs and subqueries) into a :class:`Relation`: every output column as an expression
+  over the base table's columns, qualified by the reserved alias ``__t``, and every WHERE of
+  every level as a predicate over the same columns. The rewrite then reads the base table
+  directly by its qualified name and never emits a user's CTE, alias or column name, so no
+  user name can stand in for an internal one.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpsql.sql.allow import check_rowwise
+from dpsql.errors import BindError, PrivacyError
+from dpsql.privacy.policy import Policy, TablePolicy
+
+Catalog = t.Callable[[str], "dict[str, str] | None"]
+"""``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
+
+#: The alias under which the rewrite reads the base table; users cannot write it (reserved).
+BASE = "__t"
+#: Names starting with this are reserved for the rewrite.
+RESERVED_PREFIX = "__"
+#: Levels of CTEs and subqueries a FROM chain may have.
+MAX_DEPTH = 16
+
+
+def _refuse(msg: str) -> t.NoReturn:
+    raise PrivacyError(msg)
+
+
+@dataclass(frozen=True)
+class _Cte:
+    name: str
+    body: exp.Expression
+    env: "Env"
+
+
+Env = tuple[_Cte, ...]
+"""The CTEs visible at a point of the query, innermost last."""
+
+
+def _lookup(env: Env, name: str) -> _Cte | None:
+    for cte in reversed(env):
+        if cte.name == name:
+            return cte
+    return None
+
+
+def check_reserved(query: exp.Expression) -> None:
+    """Refuse identifiers in the reserved form (``__...``): the rewrite's names are those."""
+    for ident in query.find_all(exp.Identifier):
+        if str(ident.this).startswith(RESERVED_PREFIX):
+            _refuse(f"names starting with {RESERVED_PREFIX} are reserved for dpsql: rename {ident.this}")
+
+
+def with_env(query: exp.Expression, env: Env, catalog: Catalog, policy: Policy) -> tuple[Env, list[tuple[_Cte, Env]]]:
+    """The environment inside ``query`` after its WITH, and each CTE with the env of its body."""
+    with_ = query.args.get("with_")
+    if not with_:
+        return env, []
+    if with_.args.get("recursive"):
+        _refuse("recursive CTEs are not allowed in dpsql queries")
+    seen: set[str] = set()
+    out = []
+    for cte in with_.expressions:
+        name = cte.alias_or_name.lower()
+        if name in seen:
+            raise BindError(f"CTE {name} is defined twice in one WITH")
+        if policy.table(name) is not None or catalog(name) is not None:
+            _refuse(f"CTE {name} has the name of a table; give the CTE another name")
+        seen.add(name)
+        item = _Cte(name, cte.this, env)
+        out.append((item, env))
+        env = env + (item,)
+    return env, out
+
+
+def real_tables(query: exp.Expression, policy: Policy, catalog: Catalog) -> list[tuple[exp.Table, TablePolicy]]:
+    """Every reference to a real table in ``query``, resolved with DuckDB's scoping rules.
+
+    A table the policy does not declare is refused; one the database lacks is a BindError.
+    """
+    found: list[tuple[exp.Table, TablePolicy]] = []
+
+    def visit(node: exp.Expression, env: Env) -> None:
+        if isinstance(node, exp.Query) and node.args.get("with_"):
+            inner, ctes = with_env(node, env, catalog, policy)
+            for cte, cte_env in ctes:
+                visit(cte.body, cte_env)
+            for key, value in node.args.items():
+                if key != "with_":
+                    for child in _children(value):
+                        visit(child, inner)
+            return
+        if isinstance(node, exp.Table):
+            _check_table(node)
+            if _lookup(env, node.name.lower()) is None:
+                found.append((node, _declared(node.name.lower(), policy, catalog)))
+        for value in node.args.values():
+            for child in _children(value):
+                visit(child, env)
+
+    visit(query, ())
+    return found
+
+
+def _children(value: t.Any) -> list[exp.Expression]:
+    if isinstance(value, exp.Expression):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, exp.Expression)]
+    return []
+
+
+def _check_table(table: exp.Table) -> None:
+    if not isinstance(table.this, exp.Identifier):
+        _refuse(f"table function {table.this.sql(dialect='duckdb')[:60]} is not allowed in dpsql queries")
+    if table.args.get("db") or table.args.get("catalog"):
+        _refuse(f"table {table.sql(dialect='duckdb')} is outside the policy: use unqualified table names")
+
+
+def _declared(name: str, policy: Policy, catalog: Catalog) -> TablePolicy:
+    tp = policy.table(name)
+    if tp is None:
+        if catalog(name) is None:
+            raise BindError(f"table {name} does not exist")
+        _refuse(f"table {name} is not declared in the policy, so it cannot be read")
+    if catalog(name) is None:
+        raise BindError(f"table {name} is in the policy but does not exist in the database")
+    return tp
+
+
+# ---------------------------------------------------------------------------------------------
+# The FROM chain of a DP query
+
+
+@dataclass
+class Relation:
+    """A private table seen through row-wise CTEs and subqueries, inlined."""
+
+    table: TablePolicy
+    #: output column name -> expression over ``__t`` columns (``None``: the name is ambiguous)
+    columns: dict[str, exp.Expression | None]
+    #: the name columns may be qualified with (the alias, or the table's or CTE's name)
+    alias: str | None
+    #: every WHERE of every level, over ``__t`` columns
+    where: list[exp.Expression] = field(default_factory=list)
+
+    def column(self, col: exp.Column, where: str) -> exp.Expression:
+        """The expression over ``__t`` that a column reference of the next level up stands for."""
+        qual = col.table.lower() if col.table else None
+        if qual and qual != self.alias:
+            raise BindError(f"unknown table or alias {col.table} in {col.sql(dialect='duckdb')}")
+        name = col.name.lower()
+        if name not in self.columns:
+            raise BindError(f"column {col.name} does not exist in {self.table.name}")
+        expr = self.columns[name]
+        if expr is None:
+            raise BindError(f"column {col.name} is ambiguous in {where}: more than one column has that name")
+        return expr.copy()
+
+    def substitute(self, node: exp.Expression, where: str) -> exp.Expression:
+        """Check ``node`` against the allowlist and rewrite its columns over ``__t``."""
+        check_rowwise(node, where, self.table.name)
+
+        def swap(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column):
+                value = self.column(n, where)
+                return value if isinstance(value, (exp.Column, exp.Literal)) else exp.Paren(this=value)
+            return n
+
+        return node.copy().transform(swap, copy=False)
+
+
+def base_column(expr: exp.Expression | None) -> str | None:
+    """The base table column an inlined expression reads directly (for policy bounds and keys)."""
+    while isinstance(expr, exp.Paren):
+        expr = expr.this
+    if isinstance(expr, exp.Column) and expr.table == BASE:
+        return expr.name
+    return None
+
+
+#: SELECT clauses a row-wise level of the FROM chain may use.
+_ROWWISE_ARGS = {"expressions", "from_", "where", "with_"}
+_CLAUSE = {"group": "GROUP BY", "order": "ORDER BY", "joins": "JOIN", "laterals": "LATERAL",
+           "distinct": "DISTINCT", "sample": "TABLESAMPLE", "pivots": "PIVOT", "windows": "WINDOW"}
+
+
+def resolve_chain(
+    item: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int = 0
+) -> Relation:
+    """Resolve a FROM item of a DP query (a table, CTE or subquery) into a :class:`Relation`."""
+    if depth > MAX_DEPTH:
+        _refuse("the FROM chain is nested too deeply")
+    if isinstance(item, exp.Table):
+        _check_table(item)
+        _no_operators(item)
+        name = item.name.lower()
+        alias = _alias(item) or name
+        cte = _lookup(env, name)
+        if cte is not None:
+            inner = _rowwise(cte.body, cte.env, policy, catalog, depth + 1)
+            return Relation(inner.table, inner.columns, alias, inner.where)
+        tp = _declared(name, policy, catalog)
+        cols = catalog(name) or {}
+        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias)
+    if isinstance(item, exp.Subquery):
+        _no_operators(item)
+        inner = _rowwise(item.this, env, policy, catalog, depth + 1)
+        return Relation(inner.table, inner.columns, _alias(item), inner.where)
+    if isinstance(item, exp.Lateral):
+        _refuse("LATERAL is not supported in a DP query")
+    _refuse(f"unsupported FROM item in a DP query: {item.sql(dialect='duckdb')[:60]}")
+
+
+def _alias(item: exp.Expression) -> str | None:
+    alias = item.args.get("alias")
+    if alias is None:
+        return None
+    if alias.args.get("columns"):
+        _refuse(f"column aliases in {item.sql(dialect='duckdb')[:60]} are not supported in a DP query; "
+                "rename columns in a SELECT instead")
+    return alias.name.lower() or None
+
+
+def _no_operators(item: exp.Expression) -> None:
+    """Table-level operators (PIVOT, UNPIVOT, TABLESAMPLE, ...) change which rows exist."""
+    for key, value in item.args.items():
+        if key in ("this", "alias") or not value:
+            continue
+        what = {"pivots": "PIVOT/UNPIVOT", "sample": "TABLESAMPLE", "joins": "JOIN",
+                "laterals": "LATERAL"}.get(key, key.upper())
+        _refuse(f"{what} on {item.sql(dialect='duckdb')[:40]} is not allowed in a DP query")
+
+
+def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int) -> Relation:
+    """A row-wise SELECT between the private table and its DP aggregates."""
+    if not isinstance(query, exp.Select):
+        names = ", ".join(sorted({tb.name for tb in query.find_all(exp.Table)})) or "a private table"
+        _refuse(f"only row-wise SELECTs may sit between {names} and its DP aggregates "
+                "(no set operations)")
+    env, _ = with_env(query, env, catalog, policy)
+    from_ = query.args.get("from_")
+    if from_ is None:
+        _refuse("a subquery in the FROM chain needs a FROM clause")
+    inner = resolve_chain(from_.this, env, policy, catalog, depth)
+    for key, value in query.args.items():
+        if value and key not in _ROWWISE_ARGS:
+            what = _CLAUSE.get(key, key.upper())
+            _refuse(f"a subquery over private table {inner.table.name} may only transform rows "
+                    f"(no {what}) before the DP aggregates")
+    where = list(inner.where)
+    if query.args.get("where") is not None:
+        where.append(inner.substitute(query.args["where"].this, "WHERE"))
+    columns: dict[str, exp.Expression | None] = {}
+
+    def put(name: str, expr: exp.Expression | None) -> None:
+        columns[name] = None if name in columns else expr
+
+    for proj in query.expressions:
+        if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
+            for name, expr in _star(proj, inner).items():
+                put(name, expr)
+            continue
+        value = proj.this if isinstance(proj, exp.Alias) else proj
+        if isinstance(value, exp.Star):
+            _refuse(f"{proj.sql(dialect='duckdb')[:40]} is not allowed in a DP query")
+        put(proj.alias_or_name.lower(), inner.substitute(value, "a subquery's select list"))
+    return Relation(inner.table, columns, None, where)
+
+
+def _star(proj: exp.Expression, inner: Relation) -> dict[str, exp.Expression | None]:
+    """``*``, ``t.*``, ``* EXCLUDE (...)`` and ``* REPLACE (... AS c)`` over the level below."""
+    star = proj if isinstance(proj, exp.Star) else proj.this
+    if isinstance(proj, exp.Column) and proj.table.lower() != inner.alias:
+        raise BindError(f"unknown table or alias {proj.table} in {proj.sql(dialect='duckdb')}")
+    for key, value in star.args.items():
+        if value and key not in ("except_", "replace"):
+            _refuse(f"* {key.upper()} is not supported in a DP query over {inner.table.name}")
+    out = dict(inner.columns)
+    for col in star.args.get("except_") or []:
+        name = col.name.lower()
+        if not isinstance(col, exp.Column) or name not in out:
+            raise BindError(f"* EXCLUDE: column {col.sql(dialect='duckdb')} does not exist in {inner.table.name}")
+        del out[name]
+    for alias in star.args.get("replace") or []:
+        if not isinstance(alias, exp.Alias):
+            _refuse("* REPLACE needs expressions of the form expr AS column")
+        name = alias.alias.lower()
+        if name not in out:
+            raise BindError(f"* REPLACE: column {alias.alias} does not exist in {inner.table.name}")
+        out[name] = inner.substitute(alias.this, "* REPLACE")
+    return out
