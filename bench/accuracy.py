@@ -61,7 +61,7 @@ def connect() -> t.Any:
 
 
 def exact(con: t.Any) -> dict[str, t.Any]:
-    raw = con._con
+    raw = con.engine.connection
     mean, median = raw.execute("SELECT avg(age), median(age) FROM adult").fetchone()
     counts = dict(raw.execute("SELECT sex, count(*) FROM adult GROUP BY sex").fetchall())
     return {"mean_age": float(mean), "median_age": float(median), "count_by_sex": {k: float(v) for k, v in counts.items()}}
@@ -103,8 +103,9 @@ def releases(con: t.Any, query: str, n: int) -> list[t.Any]:
     """Execute the statistics query once, then draw ``n`` releases (noise only)."""
     from dpsql.engine.release import release
 
-    _, plan, rewritten = con._prepare(query)
-    cur = con._con.execute(rewritten.sql)
+    prepared = con.prepare(query)
+    plan, rewritten = prepared.plan, prepared.rewritten
+    cur = con.engine.connection.execute(rewritten.sql)
     rows, names = cur.fetchall(), [d[0] for d in cur.description]
     nkeys = len(rewritten.keys)
     out = []

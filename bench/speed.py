@@ -101,7 +101,7 @@ def plan_ms(con: t.Any, query: str, n: int = 50) -> float:
     times = []
     for _ in range(n):
         start = time.perf_counter()
-        con._prepare(query)
+        con.prepare(query)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1000
 

@@ -14,7 +14,7 @@ import pytest
 
 import dpsql
 import dpsql.engine.release as release_module
-from dpsql.connection import Connection
+from dpsql.engine import pipeline as pipeline_module
 from dpsql.interfaces.demo import load_adult
 from dpsql.errors import InternalError
 from dpsql.privacy.noise import SeededNoise
@@ -48,8 +48,8 @@ def _outcome(con: dpsql.Connection, sql: str) -> tuple[str, str, float]:
 
 def test_the_predicates_match_rows_and_none(con: dpsql.Connection) -> None:
     count = "SELECT COUNT(*) FROM adult WHERE {}"
-    assert con._con.execute(count.format(MATCHES)).fetchone()[0] > 0
-    assert con._con.execute(count.format(MATCHES_NONE)).fetchone()[0] == 0
+    assert con.engine.connection.execute(count.format(MATCHES)).fetchone()[0] > 0
+    assert con.engine.connection.execute(count.format(MATCHES_NONE)).fetchone()[0] == 0
 
 
 OVERFLOWING = [
@@ -104,7 +104,7 @@ def test_a_failure_after_the_charge_is_one_fixed_message(
     if step == "release":
         monkeypatch.setattr(release_module, "release", fail)
     else:
-        monkeypatch.setattr(Connection, "_post_process", fail)
+        monkeypatch.setattr(pipeline_module, "_output", fail)
     before = con.budget.spent.epsilon
     with pytest.raises(dpsql.ExecutionError) as info:
         con.sql("SELECT DP_SUM(age) FROM adult WHERE sex = 'Male' WITH (epsilon = 0.5)")
@@ -115,7 +115,8 @@ def test_a_failure_after_the_charge_is_one_fixed_message(
 
 
 def _prepared(con: dpsql.Connection, sql: str):  # type: ignore[no-untyped-def]
-    _, p, _ = con._prepare(sql)
+    prepared = con.prepare(sql)
+    p = prepared.plan
     assert p is not None
     return p.prepared[0]
 

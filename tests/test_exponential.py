@@ -162,14 +162,15 @@ def _mixed(con: duckdb.DuckDBPyConnection) -> None:
 def test_sql_window_equals_full_sort(grouped: bool) -> None:
     """The order statistics DuckDB returns give exactly the regions of a full in-memory sort."""
     con = dpsql.connect(":memory:", POLICY, setup=_mixed, noise=SeededNoise(1))
-    raw = con._con
+    raw = con.engine.connection
     values: dict[str | None, list[float]] = {}
     for g, x in raw.execute("SELECT g, x FROM d WHERE x IS NOT NULL").fetchall():
         values.setdefault(g if grouped else None, []).append(min(max(x, 0.0), 100.0))
     query = ("SELECT g, DP_QUANTILE(x, {p}) FROM d GROUP BY g WITH (epsilon={e})" if grouped
              else "SELECT DP_QUANTILE(x, {p}) FROM d WITH (epsilon={e})")
     for p, e in itertools.product([0.0, 0.1, 0.5, 0.77, 1.0], [0.02, 1.0, 50.0]):
-        _, plan, rw = con._prepare(query.format(p=p, e=e))
+        prepared = con.prepare(query.format(p=p, e=e))
+        plan, rw = prepared.plan, prepared.rewritten
         prep = plan.prepared[0]
         cur = raw.execute(rw.sql)
         names = [d[0] for d in cur.description]
@@ -197,8 +198,9 @@ def _adult() -> duckdb.DuckDBPyConnection:
 
 def releases(con: dpsql.Connection, query: str, count: int, seed: int) -> list[float]:
     """``count`` releases of a one-row query from one execution of its SQL (no ledger charge)."""
-    _, plan, rw = con._prepare(query)
-    cur = con._con.execute(rw.sql)
+    prepared = con.prepare(query)
+    plan, rw = prepared.plan, prepared.rewritten
+    cur = con.engine.connection.execute(rw.sql)
     names, rows = [d[0] for d in cur.description], cur.fetchall()
     noise = SeededNoise(seed)
     return [release(plan, rw, names, rows, noise).rows[0][-1] for _ in range(count)]
@@ -236,7 +238,8 @@ def test_replace_policy_halves_the_exponent() -> None:
     pol = demo_policy(epsilon=1e9)
     pol["neighbouring"] = "replace"
     con = dpsql.connect(":memory:", pol, setup=load_adult, noise=SeededNoise(0))
-    _, plan, _ = con._prepare("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)")
+    prepared = con.prepare("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)")
+    plan = prepared.plan
     assert plan.prepared[0].eps_prime == 0.5
 
 

@@ -68,7 +68,7 @@ def test_a_cte_defined_twice_is_an_error(con) -> None:
 
 
 def test_public_queries_read_tables_by_qualified_name(con) -> None:
-    bound = con._prepare("SELECT e.education FROM education_levels AS e ORDER BY 1 LIMIT 1")[0]
+    bound = con.prepare("SELECT e.education FROM education_levels AS e ORDER BY 1 LIMIT 1").bound
     tables = list(bound.query.find_all(exp.Table))
     assert [(t.catalog, t.db, t.name, t.alias) for t in tables] == [("memory", "main", "education_levels", "e")]
     assert con.sql("SELECT education_levels.education FROM education_levels ORDER BY 1 LIMIT 1").fetchall()
@@ -96,7 +96,8 @@ REWRITES = [
 @pytest.mark.parametrize("sql", REWRITES)
 def test_the_rewrite_names_no_user_column_or_table(con, sql: str) -> None:
     """Every column of the statistics query is an internal name or a base column of __t."""
-    _, _, rw = con._prepare(sql)
+    prepared = con.prepare(sql)
+    rw = prepared.rewritten
     tree = sqlglot.parse_one(rw.sql, read="duckdb")
     for col in tree.find_all(exp.Column):
         if col.table == "__t":
@@ -159,7 +160,7 @@ def test_star_modifiers_are_checked_and_applied(con) -> None:
         con, "SELECT DP_SUM(fnlwgt, 0, 1) FROM (SELECT * EXCLUDE (fnlwgt) FROM adult) WITH (epsilon = 1)",
         dpsql.BindError)
     # REPLACE's expression is what the column means afterwards (and is clipped).
-    _, _, rw = con._prepare(
+    rw = con.prepare(
         "SELECT DP_SUM(age, 0, 10) FROM (SELECT * REPLACE (age / 10 AS age) FROM adult) WITH (epsilon = 1)")
     assert '"__t"."age" / 10' in rw.sql
     # A name that two columns share cannot be read: DuckDB and dpsql could pick different ones.

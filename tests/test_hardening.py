@@ -1,7 +1,7 @@
 """DuckDB-level hardening of analyst connections: even a statement the binder let through fails.
 
 The binder refuses every statement here (tests/corpus/hostile.toml); these tests run them on the
-raw DuckDB connection after :func:`dpsql.connection.harden`, as a second line of defence.
+raw DuckDB connection after :func:`dpsql.engine.sandbox.harden`, as a second line of defence.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import dpsql
-from dpsql.connection import HARDENING, REQUIRED_SETTINGS, harden
+from dpsql.engine.sandbox import HARDENING, REQUIRED_SETTINGS, harden
 from tests.conftest import demo_policy
 
 
@@ -47,7 +47,7 @@ def hardened(files: Path, monkeypatch: pytest.MonkeyPatch) -> duckdb.DuckDBPyCon
 
 def test_every_setting_exists_in_this_duckdb_and_is_applied() -> None:
     con = dpsql.connect(":memory:", demo_policy())
-    settings = _settings(con._con)
+    settings = _settings(con.engine.connection)
     for name, value in HARDENING:
         assert name in settings, f"DuckDB {duckdb.__version__} has no setting {name}"
         assert settings[name].lower() == value, name
@@ -169,7 +169,7 @@ def test_connections_sharing_one_database_file_are_all_hardened(tmp_path: Path) 
     policy = {"budget": {"epsilon": 5.0}, "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 1}}}}}
     first = dpsql.connect(path, policy)
     second = dpsql.connect(path, policy)
-    for con in (first._con, second._con, first._con.cursor()):
+    for con in (first.engine.connection, second.engine.connection, first.engine.connection.cursor()):
         settings = _settings(con)
         assert all(settings[name].lower() == value for name, value in HARDENING)
     assert second.sql("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)").fetchall()

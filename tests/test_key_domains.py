@@ -60,7 +60,8 @@ def test_any_two_spellings_of_one_key_are_refused(con: dpsql.Connection, keys: s
 def test_distinct_keys_still_work_and_are_typed(con: dpsql.Connection) -> None:
     res = con.sql("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = [16, 17])")
     assert [k for k, _ in res.fetchall()] == [16, 17]
-    _, p, rw = con._prepare("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['016', '+17'])")
+    prepared = con.prepare("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['016', '+17'])")
+    p, rw = prepared.plan, prepared.rewritten
     assert p is not None and p.public_keys == [(16,), (17,)]
     assert "(VALUES (16), (17))" in rw.sql
 

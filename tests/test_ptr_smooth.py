@@ -53,8 +53,9 @@ def _table(rows: list[tuple], schema: str = "x DOUBLE"):
 
 def _exact(con: dpsql.Connection, query: str):
     """Plan and run the query's DuckDB statement once: (plan, rewritten, names, rows)."""
-    _, plan, rw = con._prepare(query)
-    cur = con._con.execute(rw.sql)
+    prepared = con.prepare(query)
+    plan, rw = prepared.plan, prepared.rewritten
+    cur = con.engine.connection.execute(rw.sql)
     return plan, rw, [d[0] for d in cur.description], cur.fetchall()
 
 
@@ -78,7 +79,7 @@ def adult() -> dpsql.Connection:
 
 @pytest.fixture(scope="module")
 def adult_ages(adult) -> np.ndarray:
-    return np.sort(np.array([r[0] for r in adult._con.execute("SELECT age FROM adult").fetchall()], float))
+    return np.sort(np.array([r[0] for r in adult.engine.connection.execute("SELECT age FROM adult").fetchall()], float))
 
 
 # ----------------------------------------------------------------------------- seed 003, through SQL
@@ -120,9 +121,9 @@ def test_window_quantities_from_sql_equal_full_data_values(relation: str) -> Non
     checked = 0
     for trial in range(25):
         rows = _random_rows(rng, rng.randint(0, 30), grouped=True)
-        con._con.execute("DELETE FROM t")
+        con.engine.connection.execute("DELETE FROM t")
         if rows:
-            con._con.executemany("INSERT INTO t VALUES (?, ?)", [list(r) for r in rows])
+            con.engine.connection.executemany("INSERT INTO t VALUES (?, ?)", [list(r) for r in rows])
         p = rng.choice([0.0, 0.1, 0.5, 0.75, 1.0])
         agg = "DP_MEDIAN(x)" if p == 0.5 else f"DP_QUANTILE(x, {p})"
         b = rng.choice([0.01, 0.4, 1.5, 4.0, 9.5, 10.0])

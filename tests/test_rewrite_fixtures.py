@@ -43,7 +43,8 @@ def load_expected() -> dict[str, str]:
 def generate(con) -> str:
     parts = []
     for title, query in load_queries():
-        _, _, rewritten = con._prepare(query)
+        prepared = con.prepare(query)
+        rewritten = prepared.rewritten
         parts.append(f"-- title: {title}\n-- {query}\n{rewritten.sql};\n")
     return "\n".join(parts)
 
@@ -61,7 +62,8 @@ def con():
 def test_rewrite_matches_fixture(con, title: str, query: str) -> None:
     expected = load_expected()
     assert title in expected, f"no expected SQL for '{title}'; regenerate the fixtures"
-    _, _, rewritten = con._prepare(query)
+    prepared = con.prepare(query)
+    rewritten = prepared.rewritten
     assert rewritten.sql == expected[title]
 
 

@@ -26,8 +26,9 @@ SLOPE_QUERY = ("SELECT DP_AGG(regr_slope(hours_per_week, age), -1, 1) FROM adult
 
 def _run(con: dpsql.Connection, query: str):
     """Plan, rewritten SQL, column names and rows of one execution (no release, no charge)."""
-    _, plan, rw = con._prepare(query)
-    cur = con._con.execute(rw.sql)
+    prepared = con.prepare(query)
+    plan, rw = prepared.plan, prepared.rewritten
+    cur = con.engine.connection.execute(rw.sql)
     return plan, rw, [d[0] for d in cur.description], cur.fetchall()
 
 
@@ -54,7 +55,8 @@ def test_changed_chunks_per_relation_and_unit() -> None:
 def test_chunk_sizes_from_the_chunk_assignment(seeded_demo) -> None:
     """600 chunks of Adult: all exist, ≈ 54 rows each (32561/600), none empty."""
     con = seeded_demo(1)
-    _, plan, rw = con._prepare(MEAN_QUERY)
+    prepared = con.prepare(MEAN_QUERY)
+    plan, rw = prepared.plan, prepared.rewritten
     prep = plan.prepared[0]
     sizes = [r[1] for r in _adult().execute(saa.assignment_sql(rw.sql, "row", prep.k)).fetchall()]
     assert len(sizes) == 600 and sum(sizes) == 32561
@@ -96,7 +98,8 @@ def _assignment(raw: duckdb.DuckDBPyConnection, sql: str) -> dict[int, tuple[int
 
 def test_adding_a_row_changes_exactly_one_chunk(seeded_demo) -> None:
     con = seeded_demo(4)
-    _, plan, rw = con._prepare(MEAN_QUERY)
+    prepared = con.prepare(MEAN_QUERY)
+    plan, rw = prepared.plan, prepared.rewritten
     sql = saa.assignment_sql(rw.sql, "row", plan.prepared[0].k)
     raw = _adult()
     before = _assignment(raw, sql)
@@ -109,7 +112,8 @@ def test_adding_a_row_changes_exactly_one_chunk(seeded_demo) -> None:
 def test_changing_a_row_can_move_it_to_another_chunk(seeded_demo) -> None:
     """Why ``replace`` has c = 2: an edited row leaves its chunk and usually lands in another."""
     con = seeded_demo(5)
-    _, plan, rw = con._prepare(MEAN_QUERY)
+    prepared = con.prepare(MEAN_QUERY)
+    plan, rw = prepared.plan, prepared.rewritten
     sql = saa.assignment_sql(rw.sql, "row", plan.prepared[0].k)
     raw = _adult()
     before = _assignment(raw, sql)
@@ -128,13 +132,14 @@ def test_id_unit_keeps_a_units_rows_in_one_chunk() -> None:
                                                        "columns": {"x": {"lower": 0, "upper": 100}}}}}
     con = dpsql.connect(":memory:", pol, setup=setup, noise=SeededNoise(6))
     query = "SELECT DP_MEAN(x) FROM v WITH (mechanism = 'saa', chunks = 50, epsilon = 1)"
-    _, plan, rw = con._prepare(query)
+    prepared = con.prepare(query)
+    plan, rw = prepared.plan, prepared.rewritten
     prep = plan.prepared[0]
     assert prep.c == 1 and prep.part.sensitivity == pytest.approx(100 / 50)
     chunk = saa.chunk_sql("__src", "pid", 50)
     tree_sql = saa.assignment_sql(rw.sql, "pid", 50)
     with_part = tree_sql[: tree_sql.index(" SELECT CAST(HASH")]
-    per_id = con._con.execute(f"{with_part} SELECT __u, COUNT(DISTINCT {chunk}) FROM __src GROUP BY __u").fetchall()
+    per_id = con.engine.connection.execute(f"{with_part} SELECT __u, COUNT(DISTINCT {chunk}) FROM __src GROUP BY __u").fetchall()
     assert len(per_id) == 500 and all(n == 1 for _, n in per_id)
     value = con.sql(query).fetchone()[0]
     assert 0 <= value <= 100
@@ -158,7 +163,7 @@ def test_default_mechanism_and_refusals(seeded_demo) -> None:
     con = seeded_demo(8)
     res = con.sql("SELECT DP_AGG(corr(age, hours_per_week), -1, 1) FROM adult WITH (epsilon = 1)")
     assert res.report[0].mechanism == "saa" and -1 <= res.fetchone()[0] <= 1
-    assert con._prepare("SELECT DP_AGG(avg(age), 0, 100) FROM adult WITH (epsilon = 1)")[1].prepared[0].k == saa.DEFAULT_CHUNKS
+    assert con.prepare("SELECT DP_AGG(avg(age), 0, 100) FROM adult WITH (epsilon = 1)").plan.prepared[0].k == saa.DEFAULT_CHUNKS
     with pytest.raises(PrivacyError, match="saa"):
         con.sql("SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'saa', epsilon = 1)")
     text = con.explain(MEAN_QUERY)

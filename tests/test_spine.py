@@ -27,8 +27,9 @@ def _repeat_release(con: dpsql.Connection, query: str, n: int) -> tuple[list[flo
     """Run the query's DuckDB statement once, then its release step ``n`` times (noise only)."""
     from dpsql.engine.release import release
 
-    _, plan, rewritten = con._prepare(query)
-    cur = con._con.execute(rewritten.sql)
+    prepared = con.prepare(query)
+    plan, rewritten = prepared.plan, prepared.rewritten
+    cur = con.engine.connection.execute(rewritten.sql)
     rows, names = cur.fetchall(), [d[0] for d in cur.description]
     values = [release(plan, rewritten, names, rows, con.noise).rows[0][0] for _ in range(n)]
     return values, plan
@@ -293,7 +294,7 @@ def test_statistics_query_transpiles_to_spark_and_back(seeded_demo) -> None:
     assert "EXCEPT (__k0)" in spark  # DuckDB's EXCLUDE, in Spark's words
     back = sqlglot.transpile(spark, read="spark", write="duckdb")[0]
     original = con.rewritten_sql(query)
-    assert sorted(con._con.execute(back).fetchall()) == sorted(con._con.execute(original).fetchall())
+    assert sorted(con.engine.connection.execute(back).fetchall()) == sorted(con.engine.connection.execute(original).fetchall())
     with pytest.raises(dpsql.Error, match="public"):
         con.rewritten_sql("SELECT * FROM education_levels")
 

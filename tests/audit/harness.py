@@ -33,14 +33,12 @@ import duckdb
 import numpy as np
 from scipy.stats import beta as _beta
 
-from dpsql.sql.bind import bind
-from dpsql.privacy.budget import to_kind
-from dpsql.sql.dialect import parse
-from dpsql.privacy.noise import NoiseSource, SeededNoise
-from dpsql.engine.plan import plan as make_plan
-from dpsql.privacy.policy import load_policy
+from dpsql.engine.duck import DuckDBEngine
+from dpsql.engine.pipeline import prepare
 from dpsql.engine.release import Released, release
-from dpsql.engine.rewrite import rewrite
+from dpsql.privacy.budget import to_kind
+from dpsql.privacy.noise import NoiseSource, SeededNoise
+from dpsql.privacy.policy import load_policy
 
 #: Quick mode (the default test run) and thorough mode (``pytest -m thorough``).
 QUICK = {"trials": 8_000, "pilot": 2_000, "events": 8}
@@ -252,34 +250,23 @@ def query_pair(
     fresh noise. The claimed (ε, δ) is the plan's cost in (ε, δ) terms.
     """
     pol = load_policy(policy)
-    cons = []
+    engines = []
     for rows in (x, y):
         con = duckdb.connect(":memory:")
         _load(con, schema, rows)
-        cons.append(con)
-
-    def catalog(name: str) -> dict[str, str] | None:
-        """Column name (lower-case) → DuckDB type, as dpsql.Connection reports it."""
-        got = cons[0].execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE lower(table_name) = ?"
-            " ORDER BY ordinal_position",
-            [name.lower()],
-        ).fetchall()
-        return {c.lower(): dtype.upper() for c, dtype in got} or None
-
-    bound = bind(parse(sql), pol, catalog)
-    p = make_plan(bound, pol)
-    rw = rewrite(p)
+        engines.append(DuckDBEngine(con))
+    # The same pipeline as dpsql.Connection: prepared once against x's catalog (x and y share
+    # the schema), then the statistics query runs on each table.
+    prepared = prepare(sql, pol, engines[0])
+    p, rw = prepared.plan, prepared.rewritten
+    assert p is not None and rw is not None
     for prep in p.prepared:  # the label is re-rendered from sqlglot on every release: freeze it
         agg = prep.agg
         agg.__class__ = type(type(agg).__name__, (type(agg),), {"label": agg.label})
     stats = []
-    for con in cons:
-        cur = con.execute(rw.sql)
-        rows = cur.fetchall()
-        names = [d[0] for d in cur.description]
-        stats.append((names, rows))
-        con.close()
+    for engine in engines:
+        stats.append(engine.statistics(prepared.sql))
+        engine.close()
     cost = p.cost
     if cost.rho > 0:
         cost = to_kind(cost, "approx", p.conversion_delta)

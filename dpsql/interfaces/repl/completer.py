@@ -64,7 +64,7 @@ class DPSQLCompleter(Completer):
             catalog: dict[str, list[str]] = {}
             try:
                 for table in self.con.tables():
-                    catalog[table] = list(self.con._columns(table) or [])
+                    catalog[table] = list(self.con.columns(table) or [])
             except Exception:  # a closed or failing connection: complete without the catalog
                 catalog = {}
             self._catalog = catalog

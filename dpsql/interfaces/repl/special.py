@@ -139,7 +139,7 @@ def _schema(state: ReplState, arg: str) -> None:
     names = [arg.lower()] if arg else state.con.tables()
     for name in names:
         tp = state.con.policy.tables.get(name)
-        columns = state.con._columns(name) if tp is not None else None
+        columns = state.con.columns(name) if tp is not None else None
         if tp is None or columns is None:
             raise Error(f"no table '{arg}' in the policy and the database; .tables lists them")
         if tp.public:

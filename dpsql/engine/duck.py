@@ -1,0 +1,120 @@
+"""DuckDB as the engine that computes the exact statistics and runs the post-processing.
+
+The engine boundary of dpsql: an engine knows its catalog (tables, columns, types), can bind a
+SELECT without running it, runs a statistics query and returns its rows, and runs the
+post-processing SELECT on the noisy rows. Planning, the budget and noise stay outside it.
+
+Errors are sorted by when they happen: DuckDB's binder, catalog and parser errors come before
+any row is read and depend on the query and the schema only, so their first line is shown
+(:class:`~dpsql.errors.BindError`); any other error while reading data could depend on, or
+quote, private values, so its details are withheld (:class:`~dpsql.errors.ExecutionError`).
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+import duckdb
+
+from dpsql.engine.sandbox import harden
+from dpsql.errors import BindError, ExecutionError
+from dpsql.sql.postprocess import NOISY
+
+if t.TYPE_CHECKING:
+    import pyarrow as pa
+    from sqlglot import exp
+
+#: DuckDB errors raised while binding (before reading data): their messages are safe to show.
+BIND_ERRORS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
+
+STATISTICS_FAILED = (
+    "DuckDB failed while computing the statistics; the details are withheld because they could "
+    "depend on private values (nothing was charged)"
+)
+
+Rows = list[tuple[t.Any, ...]]
+
+
+class DuckDBEngine:
+    """A hardened DuckDB connection seen as dpsql's statistics engine."""
+
+    name = "duckdb"
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.connection = con
+        #: the DuckDB catalog whose schema main holds the policy's tables
+        self.database: str = con.execute("SELECT current_database()").fetchone()[0]
+        #: the database files this connection reads (none in memory)
+        self.files: tuple[str, ...] = tuple(
+            path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()
+        )
+        self._catalog: dict[str, dict[str, str]] = {}
+        self._scratch: duckdb.DuckDBPyConnection | None = None
+
+    # -- catalog ------------------------------------------------------------------------------
+
+    def columns(self, table: str) -> dict[str, str] | None:
+        """Column name (lower-case) → DuckDB type of a table in schema main, or None."""
+        if table in self._catalog:
+            return self._catalog[table]
+        rows = self.connection.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_catalog = ? AND table_schema = 'main' AND lower(table_name) = ? "
+            "ORDER BY ordinal_position",
+            [self.database, table.lower()],
+        ).fetchall()
+        if not rows:
+            return None
+        cols = {name.lower(): dtype.upper() for name, dtype in rows}
+        self._catalog[table] = cols
+        return cols
+
+    def describe(self, sql: str) -> list[str]:
+        """The column types of a SELECT, bound by DuckDB without running it (reads no data)."""
+        try:
+            return [str(row[1]) for row in self.connection.execute(f"DESCRIBE {sql}").fetchall()]
+        except BIND_ERRORS as err:
+            raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
+
+    # -- running ------------------------------------------------------------------------------
+
+    def statistics(self, sql: str) -> tuple[list[str], Rows]:
+        """Run a statistics query: its column names and rows (exact: never shown to anyone)."""
+        try:
+            cur = self.connection.execute(sql)
+            rows = cur.fetchall()
+            names = [d[0] for d in cur.description]
+        except BIND_ERRORS as err:
+            raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
+        except duckdb.Error:
+            raise ExecutionError(STATISTICS_FAILED) from None
+        return names, rows
+
+    def public(self, sql: str) -> "pa.Table":
+        """Run a query that reads public tables only."""
+        import pyarrow as pa
+
+        try:
+            rel = self.connection.sql(sql)
+            return rel.to_arrow_table() if rel is not None else pa.table({})
+        except duckdb.Error as err:
+            raise ExecutionError(str(err).splitlines()[0]) from None
+
+    def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
+        """Run the post-processing SELECT on the noisy rows, in a DuckDB that holds nothing else."""
+        import pyarrow as pa  # imported on the first release (it is slow to import)
+
+        noisy = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
+        if self._scratch is None:
+            self._scratch = duckdb.connect(":memory:")
+            harden(self._scratch)
+        self._scratch.register(NOISY, noisy)
+        try:
+            return self._scratch.sql(outer.sql(dialect="duckdb")).to_arrow_table()
+        finally:
+            self._scratch.unregister(NOISY)
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            self._scratch.close()
+        self.connection.close()

@@ -1,0 +1,138 @@
+"""The pipeline seam: text → prepared query → statistics SQL → exact rows → released table.
+
+Every caller goes through these two steps, with the charge between them:
+
+* :func:`prepare` parses, binds, plans and rewrites a query. It reads no data (only the
+  catalog, through the engine) and charges nothing; refusals happen here.
+* :func:`release` turns the exact rows the engine returned for ``prepared.sql`` into the noisy
+  table (noise, report, post-processing). It runs after the budget is charged.
+
+:class:`dpsql.Connection` wires them to DuckDB and the ledger; EXPLAIN, the audit harness,
+the benchmarks and the tests use the same two functions.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import dataclass
+
+from dpsql.errors import OptionError
+
+if t.TYPE_CHECKING:
+    import pyarrow as pa
+
+    from dpsql.engine.plan import Plan
+    from dpsql.engine.release import Released
+    from dpsql.engine.rewrite import Rewritten
+    from dpsql.privacy.noise import NoiseSource
+    from dpsql.privacy.policy import Policy
+    from dpsql.sql.bind import Bound
+
+
+class Engine(t.Protocol):
+    """What the pipeline needs of the engine that holds the data (see :mod:`dpsql.engine.duck`)."""
+
+    name: str
+    database: str | None
+
+    def columns(self, table: str) -> dict[str, str] | None: ...
+
+    def describe(self, sql: str) -> list[str]: ...
+
+    def post_process(self, outer: t.Any, columns: list[str], rows: list[tuple[t.Any, ...]]) -> "pa.Table": ...
+
+
+@dataclass
+class PreparedQuery:
+    """A query parsed, bound, planned and rewritten: everything that happens before data is read."""
+
+    text: str
+    bound: "Bound"
+    #: ``None`` for a public query (it runs as plain SQL and spends nothing)
+    plan: "Plan | None" = None
+    rewritten: "Rewritten | None" = None
+
+    @property
+    def public(self) -> bool:
+        return self.plan is None
+
+    @property
+    def explain(self) -> bool:
+        """Whether the statement was ``EXPLAIN ...``."""
+        return self.bound.explain
+
+    @property
+    def sql(self) -> str:
+        """The statement to run: the statistics query, or the public query itself."""
+        if self.rewritten is not None:
+            return self.rewritten.sql
+        return self.bound.query.sql(dialect="duckdb")
+
+    def explain_text(self) -> str:
+        """Plan, budget split, sensitivities, noise scales and the rewritten SQL."""
+        if self.plan is None or self.rewritten is None:
+            return "public query (no private table): runs as plain DuckDB, spends nothing\n" + \
+                self.bound.query.sql(dialect="duckdb", pretty=True)
+        import sqlglot
+
+        pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
+        outer = self.plan.bound.outer
+        assert outer is not None
+        lines = ["DP query", *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
+                 "rewritten SQL:", pretty]
+        return "\n".join(lines)
+
+
+def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
+    """Parse, bind, plan and rewrite ``text``; raises a dpsql error for anything refused."""
+    # The pipeline (sqlglot, the mechanisms, numpy) is imported on the first query, so that
+    # opening a connection, and the shell's first prompt, stay fast.
+    from dpsql.engine.plan import plan
+    from dpsql.engine.rewrite import rewrite
+    from dpsql.sql import dialect
+    from dpsql.sql.bind import bind
+
+    parsed = dialect.parse(text)
+    bound = bind(parsed, policy, engine.columns, database=engine.database, describe=engine.describe)
+    if bound.public:
+        return PreparedQuery(text=text, bound=bound)
+    try:
+        p = plan(bound, policy)
+    except ValueError as err:
+        # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
+        # infinite): it depends on the query alone, so say why, as a dpsql error.
+        raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
+    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewrite(p))
+
+
+def release(
+    prepared: PreparedQuery, names: list[str], rows: list[tuple[t.Any, ...]], noise: "NoiseSource", engine: Engine
+) -> tuple["pa.Table", "Released"]:
+    """The noisy output table of ``prepared`` from the exact rows of ``prepared.sql``.
+
+    Call only after the budget is charged. The rows must be exactly what ``prepared.sql``
+    returned (``names`` are its column names), from whichever engine ran it.
+    """
+    from dpsql.engine.release import release as release_rows
+
+    assert prepared.plan is not None and prepared.rewritten is not None
+    released = release_rows(prepared.plan, prepared.rewritten, names, rows, noise)
+    return _output(prepared, released, engine), released
+
+
+def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "pa.Table":
+    """HAVING / ORDER BY / LIMIT and select-list expressions, on the noisy rows only."""
+    import pyarrow as pa  # imported on the first release (it is slow to import)
+
+    bound = prepared.bound
+    assert bound.outer is not None
+    columns, rows = released.columns, released.rows
+    if bound.outer_columns is None:
+        return engine.post_process(bound.outer, columns, rows)
+    # Only renaming (and key order): no need for a round trip through the engine.
+    nkeys = len(bound.group_by)
+    rows = sorted(rows, key=lambda r: tuple((v is None, v) for v in r[:nkeys]))
+    index = {name: i for i, name in enumerate(columns)}
+    picked = [index[c] for c in bound.outer_columns]
+    arrays = [pa.array([r[i] for r in rows]) for i in picked]
+    return pa.Table.from_arrays(arrays, names=bound.output_names)
