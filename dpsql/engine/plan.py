@@ -59,8 +59,10 @@ class KeySelection:
 
     Guarantee: (ε_t, δ_t)-DP for the released key set together with the hidden counts, under
     either neighbouring relation. A unit touches at most m groups; a group that exists in x but
-    not in a neighbour has true count c ≤ m. The count gets discrete Laplace noise Z with
-    P[Z = z] ∝ q^|z|, q = e^(−1/b), b = m/ε_t, whose tail is P[Z ≥ s] = q^s/(1 + q) for integer
+    not in a neighbour has true count c ≤ m. The counts' L1 sensitivity is Δ = m under
+    ``add_remove`` and 2m under ``replace`` (a changed row leaves one group and joins another).
+    The count gets discrete Laplace noise Z with P[Z = z] ∝ q^|z|, q = e^(−1/b), b = Δ/ε_t,
+    whose tail is P[Z ≥ s] = q^s/(1 + q) for integer
     s ≥ 1 (the continuous ½·e^(−s/b) understates it by up to a factor 2/(1 + q)). A key is
     released when c + Z ≥ τ; with τ = m + b·ln(m/((1 + q)·δ_t)) each such group is released
     with probability at most q^(τ−m)/(1 + q) = δ_t/m, and at most m of them exist (union bound):
@@ -73,8 +75,9 @@ class KeySelection:
     delta: float
 
     @classmethod
-    def build(cls, m: int, cost: Cost) -> "KeySelection":
-        part = NoisyPart("keys", float(m), "laplace", Cost(epsilon=cost.epsilon), integer=True)
+    def build(cls, m: int, cost: Cost, neighbouring: str = "add_remove") -> "KeySelection":
+        sensitivity = float(2 * m if neighbouring == "replace" else m)
+        part = NoisyPart("keys", sensitivity, "laplace", Cost(epsilon=cost.epsilon), integer=True)
         q = math.exp(-1.0 / part.scale)
         tau = m + part.scale * math.log(m / ((1.0 + q) * cost.delta))
         return cls(part=part, threshold=tau, delta=cost.delta)
@@ -333,7 +336,8 @@ def plan(bound: Bound, policy: Policy) -> Plan:
 
     selection = None
     if need_selection:
-        selection = KeySelection.build(ctx.max_rows, Cost(epsilon=eps_share, delta=delta_share))
+        selection = KeySelection.build(ctx.max_rows, Cost(epsilon=eps_share, delta=delta_share),
+                                       ctx.neighbouring)
 
     total = Cost()
     for p in prepared:

@@ -72,7 +72,8 @@ def with_env(query: exp.Expression, env: Env, catalog: Catalog, policy: Policy) 
     if not with_:
         return env, []
     if with_.args.get("recursive"):
-        _refuse("recursive CTEs are not allowed in dpsql queries")
+        names = ", ".join(cte.alias_or_name for cte in with_.expressions)
+        _refuse(f"recursive CTEs are not allowed in dpsql queries (WITH RECURSIVE {names})")
     seen: set[str] = set()
     out = []
     for cte in with_.expressions:
@@ -244,7 +245,8 @@ def _no_operators(item: exp.Expression) -> None:
             continue
         what = {"pivots": "PIVOT/UNPIVOT", "sample": "TABLESAMPLE", "joins": "JOIN",
                 "laterals": "LATERAL"}.get(key, key.upper())
-        _refuse(f"{what} on {item.sql(dialect='duckdb')[:40]} is not allowed in a DP query")
+        names = ", ".join(sorted({tb.name for tb in item.find_all(exp.Table)}))
+        _refuse(f"{what} is not allowed in a DP query (it changes which rows of {names} exist)")
 
 
 def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int) -> Relation:
