@@ -137,7 +137,8 @@ class Connection:
         notes = []
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
-        return Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes)
+        return Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
+                      confidence=prepared.bound.options.confidence)
 
     def _check_budget(self, prepared: PreparedQuery) -> Cost:
         """The plan's cost in the ledger's kind, refused (BudgetError) if it exceeds what remains."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass, field
 
-
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.report import ReportEntry, fmt
 
@@ -25,6 +24,8 @@ class Result:
     report: list[ReportEntry] = field(default_factory=list)
     cost: Cost = field(default_factory=Cost)
     notes: list[str] = field(default_factory=list)
+    #: the level of the report's intervals (the query's ``confidence`` option)
+    confidence: float = 0.95
     _cursor: int = 0
 
     @property
@@ -94,7 +95,8 @@ class Result:
                 spend += f", δ={e.delta:g}"
             if e.rho:
                 spend = f"ρ={fmt(e.rho)}"
-            ci = f"±{fmt(e.ci_half_width)} (95%)" if e.ci_half_width is not None else "no interval"
+            level = f"{100 * self.confidence:g}%"
+            ci = f"±{fmt(e.ci_half_width)} ({level})" if e.ci_half_width is not None else "no interval"
             extra = f"; {e.note}" if e.note else ""
             lines.append(f"{e.column}: {e.mechanism}, {spend}, {ci}{extra}")
         return lines
