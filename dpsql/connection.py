@@ -22,7 +22,7 @@ from dpsql.errors import Error, ExecutionError, OptionError, PolicyError, Privac
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
-from dpsql.privacy.policy import Policy, load_policy
+from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
 
 RELEASE_FAILED = (
@@ -57,6 +57,7 @@ class Connection:
         noise: NoiseSource | None = None,
     ) -> None:
         self.engine = DuckDBEngine(con)
+        check_against_catalog(policy, self.engine.columns)
         self.policy = policy
         self.ledger = ledger
         self.noise = noise or default_noise()

@@ -97,3 +97,37 @@ def test_bundled_demo_table_equals_the_csv_fixture() -> None:
     assert con.execute("SELECT count(*) FROM adult").fetchone()[0] == 32561
     assert con.execute("SELECT count(*) FROM (SELECT * FROM adult EXCEPT ALL SELECT * FROM csv)").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM (SELECT * FROM csv EXCEPT ALL SELECT * FROM adult)").fetchone()[0] == 0
+
+
+# -- the policy against the catalog ------------------------------------------------------------
+
+
+def _visits(con) -> None:  # type: ignore[no-untyped-def]
+    con.execute("CREATE TABLE visits (patient_id INTEGER, cost DOUBLE, ward VARCHAR)")
+
+
+@pytest.mark.parametrize("table,fragment", [
+    ({"privacy_unit": "patientid", "max_rows_per_unit": 2}, "tables.visits.privacy_unit: table visits has no column patientid"),
+    ({"privacy_unit": "patient_id", "max_rows_per_unit": 2, "columns": {"costs": {"lower": 0, "upper": 9}}},
+     "tables.visits.columns.costs: table visits has no column costs (the policy gives it bounds)"),
+    ({"columns": {"wards": {"keys": ["a"]}}}, "table visits has no column wards (the policy gives it key domain)"),
+])
+def test_a_policy_naming_missing_columns_is_refused_at_connect(table: dict, fragment: str) -> None:
+    import dpsql
+
+    pol = {"budget": {"epsilon": 1}, "tables": {"visits": table}}
+    with pytest.raises(dpsql.PolicyError) as info:
+        dpsql.connect(":memory:", pol, setup=_visits)
+    assert fragment in str(info.value)
+
+
+def test_a_table_created_later_is_checked_when_first_read() -> None:
+    import duckdb
+
+    import dpsql
+
+    raw = duckdb.connect(":memory:")
+    pol = {"budget": {"epsilon": 1}, "tables": {"visits": {"privacy_unit": "pid", "max_rows_per_unit": 2}}}
+    con = dpsql.connect(raw, pol)  # no table yet: nothing to check
+    with pytest.raises(dpsql.BindError, match="does not exist in the database"):
+        con.sql("SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)")

@@ -88,6 +88,31 @@ class Policy:
         return sorted(n for n, tp in self.tables.items() if not tp.public)
 
 
+def check_against_catalog(policy: Policy, columns: t.Callable[[str], "dict[str, str] | None"]) -> None:
+    """Refuse a policy that names columns its tables do not have (PolicyError naming both).
+
+    ``columns(table)`` gives a table's columns (lower-case), or ``None`` for a table the
+    database does not hold (yet): such a table is checked when a query first reads it.
+    A misspelt id column would otherwise make every query fail, and a misspelt bounded column
+    or key domain would be silently ignored.
+    """
+    for name, tp in sorted(policy.tables.items()):
+        have = columns(name)
+        if have is None:
+            continue
+        if tp.privacy_unit != "row" and tp.privacy_unit not in have:
+            raise PolicyError(
+                f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
+            )
+        for col, spec in sorted(tp.columns.items()):
+            if col not in have:
+                what = "key domain" if spec.keys is not None and spec.bounds is None else "bounds"
+                raise PolicyError(
+                    f"tables.{name}.columns.{col}: table {name} has no column {col} (the policy gives "
+                    f"it {what})"
+                )
+
+
 def _num(where: str, value: t.Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PolicyError(f"{where} must be a number, got {value!r}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.sql.allow import check_rowwise
-from dpsql.errors import BindError, PrivacyError
+from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
@@ -139,8 +139,11 @@ def _declared(name: str, policy: Policy, catalog: Catalog) -> TablePolicy:
         if catalog(name) is None:
             raise BindError(f"table {name} does not exist")
         _refuse(f"table {name} is not declared in the policy, so it cannot be read")
-    if catalog(name) is None:
+    columns = catalog(name)
+    if columns is None:
         raise BindError(f"table {name} is in the policy but does not exist in the database")
+    if tp.privacy_unit != "row" and tp.privacy_unit not in columns:
+        raise PolicyError(f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}")
     return tp
 
 
