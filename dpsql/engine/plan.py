@@ -1,5 +1,11 @@
 """Plan a bound DP query: pick a mechanism per aggregate, split the budget, choose group keys.
 
+Mechanisms (the contract is in :mod:`dpsql.mechanisms.base`)
+    Each DP aggregate gets the query's ``mechanism``, or its statistic's default
+    (:class:`~dpsql.sql.statistics.Statistic`, a different one under ρ where it has one). The
+    name must be registered; the mechanism's ``check`` runs once per aggregate; an option the
+    query gives beyond the common ones must be used by at least one chosen mechanism.
+
 Budget split (documented in README "Privacy model" and shown by EXPLAIN)
     The ε (or ρ) of the WITH clause is the budget of the whole query. It is split evenly into
     *shares*: one per DP aggregate, plus one for group-key selection when keys are not public.
@@ -31,27 +37,12 @@ from dataclasses import dataclass, field
 import duckdb
 
 from dpsql.sql.bind import Bound, BoundAggregate
+from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError, PolicyError, PrivacyError
-from dpsql.mechanisms import REGISTRY, Context, NoisyPart, Prepared
-from dpsql.mechanisms.base import N_MAX, fmt
-from dpsql.mechanisms.saa import DEFAULT_CHUNKS
+from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared
+from dpsql.mechanisms.base import fmt
 from dpsql.privacy.policy import Policy
-
-#: Mechanism used for each statistic when the query names none (or says 'auto').
-DEFAULT_MECHANISM = {
-    "count": "laplace",
-    "sum": "laplace",
-    "mean": "laplace",
-    "var": "laplace",
-    "stddev": "laplace",
-    "median": "exponential",
-    "quantile": "exponential",
-    "min": "exponential",
-    "max": "exponential",
-    "agg": "saa",
-}
-
 
 @dataclass
 class KeySelection:
@@ -126,37 +117,6 @@ def _context(bound: Bound, policy: Policy) -> Context:
         unit_key=unit,
         group_size=policy.group_size,
     )
-
-
-def _check_accumulation(agg: BoundAggregate, mechanism: str, ctx: Context) -> None:
-    """Refuse bounds for which an exact sum of clipped values could overflow a double.
-
-    A sum (or mean) adds up at most N_MAX values in [L, U], a variance also their squares: the
-    totals stay finite when N_MAX·max(|L|, |U|) is finite, and N_MAX·(2·max(|L|, |U|))² for the
-    squares (the centring q − 2c·s + c²·n has terms up to twice N_MAX·max(|L|, |U|)²).
-    Sample and aggregate clips each of its k chunk answers to [l, u]: k·max(|l|, |u|) must be
-    finite. Quantiles add nothing up. The test reads the query only: no data-dependent failure
-    can then follow the budget charge.
-    """
-    if agg.lower is None or agg.upper is None:
-        return
-    lower, upper = float(agg.lower), float(agg.upper)
-    big = max(abs(lower), abs(upper))
-    which = f"upper bound {fmt(upper)}" if abs(upper) >= abs(lower) else f"lower bound {fmt(lower)}"
-    if mechanism == "saa":
-        k = ctx.options.chunks or DEFAULT_CHUNKS
-        if not math.isfinite(k * big):
-            raise PrivacyError(f"{agg.label}: the {which} is too large: the sum of {k} chunk answers "
-                               "would overflow a double")
-        return
-    if agg.statistic not in ("sum", "mean", "var", "stddev"):
-        return
-    if not math.isfinite(N_MAX * big):
-        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum over up to 2^63 rows "
-                           "would overflow a double")
-    if agg.statistic in ("var", "stddev") and not math.isfinite(N_MAX * (2.0 * big) * (2.0 * big)):
-        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum of squares over up to "
-                           "2^63 rows would overflow a double")
 
 
 #: A private in-memory DuckDB that holds no data and reads no files, used only to cast public
@@ -282,24 +242,48 @@ def _public_keys(bound: Bound) -> list[tuple[t.Any, ...]] | None:
     return [tuple(k) for k in itertools.product(*domains)]
 
 
+def _choose(agg: BoundAggregate, bound: Bound) -> str:
+    """The mechanism for ``agg``: the query's choice, or its statistic's default (for ρ, if any)."""
+    opts = bound.options
+    if opts.mechanism not in (None, AUTO):
+        return opts.mechanism
+    return agg.statistic.default(zcdp=opts.rho is not None and opts.mechanism is None)
+
+
+def _check_options_used(bound: Bound, names: list[str]) -> None:
+    """Refuse an option the query gives that none of its chosen mechanisms reads."""
+    chosen = list(dict.fromkeys(names))
+    for key in OPTION_KEYS:
+        if key not in bound.options.given or key in COMMON_OPTIONS:
+            continue
+        if any(key in REGISTRY[n].options for n in chosen):
+            continue
+        users = ", ".join(n for n, m in REGISTRY.items() if key in m.options) or "no mechanism"
+        which = " or ".join(f"'{n}'" for n in chosen)
+        raise OptionError(f"option '{key}' is not used by mechanism {which} (it is used by: {users})")
+
+
 def plan(bound: Bound, policy: Policy) -> Plan:
-    """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only."""
+    """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only.
+
+    Each aggregate's mechanism is checked once (:meth:`Mechanism.check`), then the options
+    are checked against the chosen mechanisms, the budget is split, and each mechanism
+    prepares its release for its share (:meth:`Mechanism.prepare`).
+    """
     opts = bound.options
     ctx = _context(bound, policy)
     if opts.epsilon is None and opts.rho is None:
         raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
     names = []
     for agg in bound.aggregates:
-        name = opts.mechanism if opts.mechanism not in (None, "auto") else DEFAULT_MECHANISM[agg.statistic]
-        if opts.rho is not None and opts.mechanism is None and agg.statistic in ("count", "sum", "mean", "var", "stddev"):
-            name = "gaussian"
+        name = _choose(agg, bound)
         if name not in REGISTRY:
             raise PrivacyError(f"mechanism '{name}' is not available for {agg.label}")
         REGISTRY[name].check(agg, ctx)
-        _check_accumulation(agg, name, ctx)
         if opts.rho is not None and not REGISTRY[name].supports_rho:
             raise OptionError(f"option 'rho' (zCDP) is not supported by mechanism '{name}'")
         names.append(name)
+    _check_options_used(bound, names)
 
     if opts.keys is not None and not bound.group_by:
         raise OptionError("option 'keys' needs a GROUP BY")
