@@ -38,8 +38,8 @@ import duckdb
 
 from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
-from dpsql.privacy.budget import Cost
-from dpsql.errors import OptionError, PolicyError, PrivacyError
+from dpsql.privacy.budget import TOLERANCE, Cost
+from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
 from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared
 from dpsql.mechanisms.base import fmt
 from dpsql.privacy.policy import Policy
@@ -263,12 +263,53 @@ def _check_options_used(bound: Bound, names: list[str]) -> None:
         raise OptionError(f"option '{key}' is not used by mechanism {which} (it is used by: {users})")
 
 
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= TOLERANCE * max(abs(a), abs(b), 1.0)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One consumer of the query's budget: a prepared aggregate, or group key selection."""
+
+    label: str
+    share: Cost
+    cost: Cost
+    uses_delta: bool
+
+
+def _check_split(bound: Bound, parts: list[_Part]) -> None:
+    """The split hands out exactly the query's budget, and no part spends more than its share.
+
+    The ε (or ρ) shares add up to the query's ε (or ρ); the δ shares add up to its δ when some
+    part uses δ, and are all 0 otherwise (with ρ, δ only converts ρ for the ledger: 0 here).
+    A part may spend less than its share (a public count spends nothing), never more. A
+    failure is a bug in the planner or in a mechanism, never the analyst's: InternalError.
+    """
+    opts = bound.options
+    users = any(p.uses_delta for p in parts)
+    asked = Cost(epsilon=opts.epsilon or 0.0, rho=opts.rho or 0.0,
+                 delta=(opts.delta or 0.0) if opts.rho is None and users else 0.0)
+    for name in ("epsilon", "delta", "rho"):
+        handed = math.fsum(getattr(p.share, name) for p in parts)
+        if not _close(handed, getattr(asked, name)):
+            raise InternalError(f"the shares of {name} do not add up to the budget of the query")
+    for p in parts:
+        if p.share.delta and not p.uses_delta:
+            raise InternalError(f"{p.label} is given a share of delta it does not use")
+        for name in ("epsilon", "delta", "rho"):
+            spent, share = getattr(p.cost, name), getattr(p.share, name)
+            if spent > share and not _close(spent, share):
+                raise InternalError(f"{p.label} spends more {name} than its share of the budget")
+
+
 def plan(bound: Bound, policy: Policy) -> Plan:
     """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only.
 
     Each aggregate's mechanism is checked once (:meth:`Mechanism.check`), then the options
     are checked against the chosen mechanisms, the budget is split, and each mechanism
-    prepares its release for its share (:meth:`Mechanism.prepare`).
+    prepares its release for its share (:meth:`Mechanism.prepare`). Before anything runs, the
+    split is checked to hand out exactly the query's budget (:func:`_check_split`); the plan's
+    cost, what the ledger charges, is the sum of what the parts spend.
     """
     opts = bound.options
     ctx = _context(bound, policy)
@@ -310,20 +351,24 @@ def plan(bound: Bound, policy: Policy) -> Plan:
     delta_share = delta / delta_users if delta_users else 0.0
 
     prepared = []
+    parts: list[_Part] = []
     for agg, name in zip(bound.aggregates, names):
         mech = REGISTRY[name]
         share = Cost(epsilon=eps_share, delta=delta_share if mech.uses_delta else 0.0, rho=rho_share)
-        prepared.append(mech.prepare(agg, ctx, share))
+        prep = mech.prepare(agg, ctx, share)
+        prepared.append(prep)
+        parts.append(_Part(agg.label, share, prep.cost, mech.uses_delta))
 
     selection = None
     if need_selection:
-        selection = KeySelection.build(ctx.max_rows, Cost(epsilon=eps_share, delta=delta_share))
+        share = Cost(epsilon=eps_share, delta=delta_share)
+        selection = KeySelection.build(ctx.max_rows, share)
+        parts.append(_Part("group key selection", share, selection.cost, True))
+    _check_split(bound, parts)
 
     total = Cost()
-    for p in prepared:
-        total = total + p.cost
-    if selection is not None:
-        total = total + selection.cost
+    for part in parts:
+        total = total + part.cost
     return Plan(
         bound=bound,
         ctx=ctx,
