@@ -40,7 +40,7 @@ from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
-from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared
+from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
 from dpsql.mechanisms.base import fmt
 from dpsql.privacy.policy import Policy
 
@@ -250,6 +250,18 @@ def _choose(agg: BoundAggregate, bound: Bound) -> str:
     return agg.statistic.default(zcdp=opts.rho is not None and opts.mechanism is None)
 
 
+def _check_mechanism_option(bound: Bound) -> None:
+    """Refuse a ``mechanism`` that is not registered, or that cannot spend the query's ρ."""
+    name = bound.options.mechanism
+    if name is None:
+        return
+    if name != AUTO and name not in REGISTRY:
+        raise OptionError(f"option 'mechanism' must be one of {', '.join(choices())}; got '{name}'")
+    if bound.options.rho is not None and (name == AUTO or not REGISTRY[name].supports_rho):
+        zcdp = " or ".join(f"'{n}'" for n, m in REGISTRY.items() if m.supports_rho) or "one that supports it"
+        raise OptionError(f"option 'rho' (zCDP) needs mechanism={zcdp}")
+
+
 def _check_options_used(bound: Bound, names: list[str]) -> None:
     """Refuse an option the query gives that none of its chosen mechanisms reads."""
     chosen = list(dict.fromkeys(names))
@@ -313,6 +325,7 @@ def plan(bound: Bound, policy: Policy) -> Plan:
     """
     opts = bound.options
     ctx = _context(bound, policy)
+    _check_mechanism_option(bound)
     if opts.epsilon is None and opts.rho is None:
         raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
     names = []
