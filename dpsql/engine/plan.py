@@ -1,5 +1,11 @@
 """Plan a bound DP query: pick a mechanism per aggregate, split the budget, choose group keys.
 
+Mechanisms (the contract is in :mod:`dpsql.mechanisms.base`)
+    Each DP aggregate gets the query's ``mechanism``, or its statistic's default
+    (:class:`~dpsql.sql.statistics.Statistic`, a different one under ρ where it has one). The
+    name must be registered; the mechanism's ``check`` runs once per aggregate; an option the
+    query gives beyond the common ones must be used by at least one chosen mechanism.
+
 Budget split (documented in README "Privacy model" and shown by EXPLAIN)
     The ε (or ρ) of the WITH clause is the budget of the whole query. It is split evenly into
     *shares*: one per DP aggregate, plus one for group-key selection when keys are not public.
@@ -31,27 +37,12 @@ from dataclasses import dataclass, field
 import duckdb
 
 from dpsql.sql.bind import Bound, BoundAggregate
-from dpsql.privacy.budget import Cost
-from dpsql.errors import OptionError, PolicyError, PrivacyError
-from dpsql.mechanisms import REGISTRY, Context, NoisyPart, Prepared
-from dpsql.mechanisms.base import N_MAX, fmt
-from dpsql.mechanisms.saa import DEFAULT_CHUNKS
+from dpsql.sql.keywords import OPTION_KEYS
+from dpsql.privacy.budget import TOLERANCE, Cost
+from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
+from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
+from dpsql.mechanisms.base import fmt
 from dpsql.privacy.policy import Policy
-
-#: Mechanism used for each statistic when the query names none (or says 'auto').
-DEFAULT_MECHANISM = {
-    "count": "laplace",
-    "sum": "laplace",
-    "mean": "laplace",
-    "var": "laplace",
-    "stddev": "laplace",
-    "median": "exponential",
-    "quantile": "exponential",
-    "min": "exponential",
-    "max": "exponential",
-    "agg": "saa",
-}
-
 
 @dataclass
 class KeySelection:
@@ -129,37 +120,6 @@ def _context(bound: Bound, policy: Policy) -> Context:
         unit_key=unit,
         group_size=policy.group_size,
     )
-
-
-def _check_accumulation(agg: BoundAggregate, mechanism: str, ctx: Context) -> None:
-    """Refuse bounds for which an exact sum of clipped values could overflow a double.
-
-    A sum (or mean) adds up at most N_MAX values in [L, U], a variance also their squares: the
-    totals stay finite when N_MAX·max(|L|, |U|) is finite, and N_MAX·(2·max(|L|, |U|))² for the
-    squares (the centring q − 2c·s + c²·n has terms up to twice N_MAX·max(|L|, |U|)²).
-    Sample and aggregate clips each of its k chunk answers to [l, u]: k·max(|l|, |u|) must be
-    finite. Quantiles add nothing up. The test reads the query only: no data-dependent failure
-    can then follow the budget charge.
-    """
-    if agg.lower is None or agg.upper is None:
-        return
-    lower, upper = float(agg.lower), float(agg.upper)
-    big = max(abs(lower), abs(upper))
-    which = f"upper bound {fmt(upper)}" if abs(upper) >= abs(lower) else f"lower bound {fmt(lower)}"
-    if mechanism == "saa":
-        k = ctx.options.chunks or DEFAULT_CHUNKS
-        if not math.isfinite(k * big):
-            raise PrivacyError(f"{agg.label}: the {which} is too large: the sum of {k} chunk answers "
-                               "would overflow a double")
-        return
-    if agg.statistic not in ("sum", "mean", "var", "stddev"):
-        return
-    if not math.isfinite(N_MAX * big):
-        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum over up to 2^63 rows "
-                           "would overflow a double")
-    if agg.statistic in ("var", "stddev") and not math.isfinite(N_MAX * (2.0 * big) * (2.0 * big)):
-        raise PrivacyError(f"{agg.label}: the {which} is too large: a sum of squares over up to "
-                           "2^63 rows would overflow a double")
 
 
 #: A private in-memory DuckDB that holds no data and reads no files, used only to cast public
@@ -285,24 +245,102 @@ def _public_keys(bound: Bound) -> list[tuple[t.Any, ...]] | None:
     return [tuple(k) for k in itertools.product(*domains)]
 
 
+def _choose(agg: BoundAggregate, bound: Bound) -> str:
+    """The mechanism for ``agg``: the query's choice, or its statistic's default (for ρ, if any)."""
+    opts = bound.options
+    if opts.mechanism not in (None, AUTO):
+        return opts.mechanism
+    return agg.statistic.default(zcdp=opts.rho is not None and opts.mechanism is None)
+
+
+def _check_mechanism_option(bound: Bound) -> None:
+    """Refuse a ``mechanism`` that is not registered, or that cannot spend the query's ρ."""
+    name = bound.options.mechanism
+    if name is None:
+        return
+    if name != AUTO and name not in REGISTRY:
+        raise OptionError(f"option 'mechanism' must be one of {', '.join(choices())}; got '{name}'")
+    if bound.options.rho is not None and (name == AUTO or not REGISTRY[name].supports_rho):
+        zcdp = " or ".join(f"'{n}'" for n, m in REGISTRY.items() if m.supports_rho) or "one that supports it"
+        raise OptionError(f"option 'rho' (zCDP) needs mechanism={zcdp}")
+
+
+def _check_options_used(bound: Bound, names: list[str]) -> None:
+    """Refuse an option the query gives that none of its chosen mechanisms reads."""
+    chosen = list(dict.fromkeys(names))
+    for key in OPTION_KEYS:
+        if key not in bound.options.given or key in COMMON_OPTIONS:
+            continue
+        if any(key in REGISTRY[n].options for n in chosen):
+            continue
+        users = ", ".join(n for n, m in REGISTRY.items() if key in m.options) or "no mechanism"
+        which = " or ".join(f"'{n}'" for n in chosen)
+        raise OptionError(f"option '{key}' is not used by mechanism {which} (it is used by: {users})")
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= TOLERANCE * max(abs(a), abs(b), 1.0)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One consumer of the query's budget: a prepared aggregate, or group key selection."""
+
+    label: str
+    share: Cost
+    cost: Cost
+    uses_delta: bool
+
+
+def _check_split(bound: Bound, parts: list[_Part]) -> None:
+    """The split hands out exactly the query's budget, and no part spends more than its share.
+
+    The ε (or ρ) shares add up to the query's ε (or ρ); the δ shares add up to its δ when some
+    part uses δ, and are all 0 otherwise (with ρ, δ only converts ρ for the ledger: 0 here).
+    A part may spend less than its share (a public count spends nothing), never more. A
+    failure is a bug in the planner or in a mechanism, never the analyst's: InternalError.
+    """
+    opts = bound.options
+    users = any(p.uses_delta for p in parts)
+    asked = Cost(epsilon=opts.epsilon or 0.0, rho=opts.rho or 0.0,
+                 delta=(opts.delta or 0.0) if opts.rho is None and users else 0.0)
+    for name in ("epsilon", "delta", "rho"):
+        handed = math.fsum(getattr(p.share, name) for p in parts)
+        if not _close(handed, getattr(asked, name)):
+            raise InternalError(f"the shares of {name} do not add up to the budget of the query")
+    for p in parts:
+        if p.share.delta and not p.uses_delta:
+            raise InternalError(f"{p.label} is given a share of delta it does not use")
+        for name in ("epsilon", "delta", "rho"):
+            spent, share = getattr(p.cost, name), getattr(p.share, name)
+            if spent > share and not _close(spent, share):
+                raise InternalError(f"{p.label} spends more {name} than its share of the budget")
+
+
 def plan(bound: Bound, policy: Policy) -> Plan:
-    """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only."""
+    """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only.
+
+    Each aggregate's mechanism is checked once (:meth:`Mechanism.check`), then the options
+    are checked against the chosen mechanisms, the budget is split, and each mechanism
+    prepares its release for its share (:meth:`Mechanism.prepare`). Before anything runs, the
+    split is checked to hand out exactly the query's budget (:func:`_check_split`); the plan's
+    cost, what the ledger charges, is the sum of what the parts spend.
+    """
     opts = bound.options
     ctx = _context(bound, policy)
+    _check_mechanism_option(bound)
     if opts.epsilon is None and opts.rho is None:
         raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
     names = []
     for agg in bound.aggregates:
-        name = opts.mechanism if opts.mechanism not in (None, "auto") else DEFAULT_MECHANISM[agg.statistic]
-        if opts.rho is not None and opts.mechanism is None and agg.statistic in ("count", "sum", "mean", "var", "stddev"):
-            name = "gaussian"
+        name = _choose(agg, bound)
         if name not in REGISTRY:
             raise PrivacyError(f"mechanism '{name}' is not available for {agg.label}")
         REGISTRY[name].check(agg, ctx)
-        _check_accumulation(agg, name, ctx)
         if opts.rho is not None and not REGISTRY[name].supports_rho:
             raise OptionError(f"option 'rho' (zCDP) is not supported by mechanism '{name}'")
         names.append(name)
+    _check_options_used(bound, names)
 
     if opts.keys is not None and not bound.group_by:
         raise OptionError("option 'keys' needs a GROUP BY")
@@ -329,21 +367,24 @@ def plan(bound: Bound, policy: Policy) -> Plan:
     delta_share = delta / delta_users if delta_users else 0.0
 
     prepared = []
+    parts: list[_Part] = []
     for agg, name in zip(bound.aggregates, names):
         mech = REGISTRY[name]
         share = Cost(epsilon=eps_share, delta=delta_share if mech.uses_delta else 0.0, rho=rho_share)
-        prepared.append(mech.prepare(agg, ctx, share))
+        prep = mech.prepare(agg, ctx, share)
+        prepared.append(prep)
+        parts.append(_Part(agg.label, share, prep.cost, mech.uses_delta))
 
     selection = None
     if need_selection:
-        selection = KeySelection.build(ctx.max_rows, Cost(epsilon=eps_share, delta=delta_share),
-                                       ctx.neighbouring)
+        share = Cost(epsilon=eps_share, delta=delta_share)
+        selection = KeySelection.build(ctx.max_rows, share, ctx.neighbouring)
+        parts.append(_Part("group key selection", share, selection.cost, True))
+    _check_split(bound, parts)
 
     total = Cost()
-    for p in prepared:
-        total = total + p.cost
-    if selection is not None:
-        total = total + selection.cost
+    for part in parts:
+        total = total + part.cost
     return Plan(
         bound=bound,
         ctx=ctx,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass, field
 
-from dpsql.mechanisms.base import ReportEntry, num
+from dpsql.mechanisms.base import Prepared, ReportEntry, num
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
 
@@ -45,8 +45,7 @@ def release(
         i = prep.agg.index
         cols = [(name, index[col]) for (a, name), col in rewritten.columns.items() if a == i]
         groups = [{name: row[c] for name, c in cols} for row in kept]
-        many = getattr(prep, "release_many", None)
-        released = many(groups, noise) if many else [prep.release(g, noise) for g in groups]
+        released = prep.release_many(groups, noise)
         columns_out.append([value for value, _ in released])
         reports.append([entry for _, entry in released])
     out_rows = list(zip(*columns_out))
@@ -56,7 +55,7 @@ def release(
     return Released(columns=columns, rows=out_rows, report=report, groups_suppressed=suppressed)
 
 
-def _summarise(entries: list[ReportEntry], prep: t.Any) -> ReportEntry:
+def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:
     """One report entry per column: for grouped output, the widest interval over groups."""
     if not entries:
         return ReportEntry(

@@ -1,10 +1,29 @@
-"""DP mechanisms, one module each, all registered in :data:`REGISTRY` by name."""
+"""DP mechanisms, one module each, all registered in :data:`REGISTRY` by name.
+
+The contract a mechanism keeps is described in :mod:`dpsql.mechanisms.base`; the registry is
+the only list of mechanism names.
+"""
 
 from dpsql.mechanisms import additive  # noqa: F401  (registers laplace, gaussian)
 from dpsql.mechanisms import exponential  # noqa: F401  (registers exponential)
 from dpsql.mechanisms import saa  # noqa: F401  (registers saa)
 from dpsql.mechanisms import ptr  # noqa: F401  (registers ptr)
 from dpsql.mechanisms import smooth  # noqa: F401  (registers smooth)
-from dpsql.mechanisms.base import REGISTRY, Context, Mechanism, NoisyPart, Prepared, ReportEntry, register
+from dpsql.mechanisms.base import (
+    AUTO,
+    COMMON_OPTIONS,
+    REGISTRY,
+    Context,
+    Mechanism,
+    NoisyPart,
+    Prepared,
+    ReportEntry,
+    choices,
+    register,
+    unregister,
+)
 
-__all__ = ["REGISTRY", "Context", "Mechanism", "NoisyPart", "Prepared", "ReportEntry", "register"]
+__all__ = [
+    "AUTO", "COMMON_OPTIONS", "REGISTRY", "Context", "Mechanism", "NoisyPart", "Prepared", "ReportEntry",
+    "choices", "register", "unregister",
+]

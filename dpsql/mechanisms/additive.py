@@ -53,6 +53,7 @@ from sqlglot import exp
 
 from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
+from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
@@ -256,11 +257,10 @@ class _AdditivePrepared(Prepared):
 
 
 class _Additive(Mechanism):
-    statistics = frozenset({"count", "sum", "mean", "var", "stddev"})
+    statistics = frozenset({Statistic.COUNT, Statistic.SUM, Statistic.MEAN, Statistic.VAR, Statistic.STDDEV})
     kind = ""
 
     def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
-        self.check(agg, ctx)
         return _AdditivePrepared(agg, ctx, cost, self.kind)
 
 

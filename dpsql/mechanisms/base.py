@@ -1,20 +1,49 @@
-"""The interface every mechanism implements, and the registry the planner picks from.
+"""The contract every mechanism keeps, and the registry the planner picks mechanisms from.
 
-A :class:`Mechanism` turns one bound DP aggregate, a context (neighbouring relation, per-unit
-contribution bound, grouping) and its share of the budget into a :class:`Prepared` release
-plan, without reading data. A ``Prepared`` says
+A mechanism is a :class:`Mechanism` subclass registered with :func:`register`. It declares, as
+class attributes the planner reads (nothing else about a mechanism is known elsewhere):
+
+* ``name``: the value of ``WITH (mechanism = ...)`` that selects it, and its key in
+  :data:`REGISTRY` (the only list of mechanism names: options validation, the shell's
+  completer and the README's mechanism table all follow it);
+* ``statistics``: the :class:`~dpsql.sql.statistics.Statistic` values it answers;
+* ``options``: the query options it reads beyond the common ones (:data:`COMMON_OPTIONS`).
+  The planner refuses a query that gives an option none of its chosen mechanisms uses;
+* ``uses_delta``: whether its share of the budget gets a part of δ;
+* ``supports_rho``: whether it can spend a ρ-zCDP budget.
+
+Planning one DP aggregate, the planner calls, in this order and each exactly once:
+
+1. :meth:`Mechanism.check` ``(agg, ctx)``: every refusal that follows from the query and the
+   policy alone (statistic not answered, bounds missing or too wide, a required option absent).
+   It reads no data and knows no budget;
+2. :meth:`Mechanism.prepare` ``(agg, ctx, share)``: the data-independent release plan, a
+   :class:`Prepared`, for the aggregate's share of the budget. It does not repeat ``check``;
+   it refuses only what depends on the share (δ = 0 for a mechanism that needs δ, a noise
+   scale that would overflow).
+
+A :class:`Prepared` says, without reading data,
 
 * what to compute in SQL (:meth:`Prepared.stats`: aggregates over the clipped value ``v``, one
   row per group, all in the single grouped SELECT of the rewrite), and optionally a separate
   per-group subquery (:meth:`Prepared.subquery`) for data-dependent quantities;
-* how to release (:meth:`Prepared.release`: exact statistics of one group → noisy value + report);
-* what it costs (:attr:`Prepared.cost`) and what EXPLAIN shows (:meth:`Prepared.explain`).
+* how to release: :meth:`Prepared.release_many` (exact statistics of every group → a noisy
+  value and a report entry each) is the one entry point the engine calls; by default it calls
+  :meth:`Prepared.release` group by group, and a mechanism may override it to draw the noise
+  of all groups at once;
+* what it spends (:attr:`Prepared.cost`: at most its share, part by part; the planner checks
+  that the shares add up to the query's budget and that no part spends more than its share)
+  and what EXPLAIN shows (:meth:`Prepared.explain`).
+
+A release runs after the budget is charged, so it refuses nothing: every refusal belongs in
+``check`` or ``prepare`` (an error in a release is a bug, :class:`~dpsql.errors.InternalError`).
 """
 
 from __future__ import annotations
 
 import abc
 import math
+import re
 import sys
 import typing as t
 from dataclasses import dataclass, field
@@ -25,6 +54,8 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.errors import PrivacyError
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
+from dpsql.sql.keywords import OPTION_KEYS
+from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -111,9 +142,13 @@ class NoisyPart:
 
 
 class Prepared(abc.ABC):
-    """A data-independent release plan for one DP aggregate."""
+    """A data-independent release plan for one DP aggregate (see the module docstring)."""
 
+    #: the name of the mechanism that made it (shown in the report and EXPLAIN)
     mechanism: str = ""
+    #: what the release spends: at most the share ``prepare`` was given, part by part (a
+    #: mechanism may spend less, e.g. nothing for a count that is public, or no δ)
+    cost: Cost
     #: whether the rewrite must compute the clipped value ``v`` of the aggregate's argument
     clips: bool = True
     #: whether the source rows must carry their privacy unit as column ``__u`` (the id, or for
@@ -139,25 +174,61 @@ class Prepared(abc.ABC):
 
     @abc.abstractmethod
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
-        """The noisy value of one group and its report."""
+        """The noisy value of one group and its report (``stats``: that group's exact values)."""
+
+    def release_many(
+        self, groups: t.Sequence[t.Mapping[str, t.Any]], noise: "NoiseSource"
+    ) -> list[tuple[t.Any, ReportEntry]]:
+        """The noisy value and report of every group, in order: what the engine calls.
+
+        The default releases group by group with :meth:`release`; override it to draw the noise
+        of all groups at once (same laws, fewer sampler calls).
+        """
+        return [self.release(g, noise) for g in groups]
 
     @abc.abstractmethod
     def explain(self) -> dict[str, str]:
         """Human-readable facts for EXPLAIN: sensitivity, distribution, scale, split."""
 
 
+#: Options every query may give whatever its mechanisms: the budget, the reported intervals'
+#: confidence, public group keys, and the choice of mechanism itself.
+COMMON_OPTIONS: frozenset[str] = frozenset({"epsilon", "delta", "rho", "confidence", "keys", "mechanism"})
+
+#: The value of ``mechanism`` that asks for each statistic's default mechanism.
+AUTO = "auto"
+
+
 class Mechanism(abc.ABC):
-    """A way of releasing DP aggregates; one instance per name in :data:`REGISTRY`."""
+    """A way of releasing DP aggregates; one instance per name in :data:`REGISTRY`.
+
+    Subclasses declare ``name``, ``statistics``, ``options``, ``uses_delta`` and
+    ``supports_rho`` (see the module docstring), implement :meth:`prepare`, and extend
+    :meth:`check` with their own query-only refusals.
+    """
 
     name: str = ""
-    statistics: frozenset[str] = frozenset()
+    #: the statistics this mechanism answers
+    statistics: frozenset[Statistic] = frozenset()
+    #: query options it reads beyond :data:`COMMON_OPTIONS` (e.g. ``{"chunks"}``)
+    options: frozenset[str] = frozenset()
     #: whether the mechanism needs δ > 0 (or ρ) in its share
     uses_delta: bool = False
     #: whether it can run under a ρ-zCDP budget
     supports_rho: bool = False
 
     def check(self, agg: "BoundAggregate", ctx: Context) -> None:
-        """Refuse (query-only) what this mechanism cannot answer."""
+        """Refuse what this mechanism cannot answer, from the query and the policy alone.
+
+        Called once per aggregate by the planner, before :meth:`prepare`. The default refuses
+        a statistic outside :attr:`statistics` and, for a statistic computed by adding up the
+        clipped values row by row, bounds for which that sum could overflow a double.
+        """
+        self.check_statistic(agg)
+        check_accumulation(agg)
+
+    def check_statistic(self, agg: "BoundAggregate") -> None:
+        """Refuse an aggregate whose statistic is not one of :attr:`statistics`."""
         if agg.statistic not in self.statistics:
             supported = ", ".join(sorted(self.statistics))
             raise PrivacyError(
@@ -166,16 +237,75 @@ class Mechanism(abc.ABC):
 
     @abc.abstractmethod
     def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
-        """Build the release plan for ``agg`` with budget ``cost``."""
+        """The release plan for ``agg`` with its share ``cost`` of the budget.
+
+        :meth:`check` has passed; refuse here only what depends on the share.
+        """
 
 
 REGISTRY: dict[str, Mechanism] = {}
 
 
-def register(cls: type[Mechanism]) -> type[Mechanism]:
-    """Class decorator: add one instance of ``cls`` to the registry under ``cls.name``."""
-    REGISTRY[cls.name] = cls()
+_M = t.TypeVar("_M", bound=type[Mechanism])
+
+
+def register(cls: _M) -> _M:
+    """Class decorator: add one instance of ``cls`` to :data:`REGISTRY` under ``cls.name``.
+
+    Refuses (``ValueError``, at import) a name already taken or not a lower-case word, a
+    mechanism that answers no statistic, and an option that is not a query option or is
+    common to every query.
+    """
+    name = cls.name
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name == AUTO:
+        raise ValueError(f"mechanism {cls.__name__}: name {name!r} must be a lower-case word other than 'auto'")
+    if name in REGISTRY:
+        raise ValueError(f"mechanism {cls.__name__}: the name {name!r} is already registered")
+    if not cls.statistics or not all(isinstance(s, Statistic) for s in cls.statistics):
+        raise ValueError(f"mechanism '{name}': statistics must be a non-empty set of Statistic values")
+    unknown = sorted(set(cls.options) - (set(OPTION_KEYS) - COMMON_OPTIONS))
+    if unknown:
+        raise ValueError(f"mechanism '{name}': {', '.join(unknown)} is not a mechanism option "
+                         f"(known: {', '.join(k for k in OPTION_KEYS if k not in COMMON_OPTIONS)})")
+    REGISTRY[name] = cls()
     return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a mechanism from :data:`REGISTRY` (for tests that register one of their own)."""
+    del REGISTRY[name]
+
+
+def choices() -> tuple[str, ...]:
+    """Every value ``mechanism`` may take: the registered names, then ``'auto'``."""
+    return (*REGISTRY, AUTO)
+
+
+def check_accumulation(agg: "BoundAggregate") -> None:
+    """Refuse bounds for which an exact sum of clipped values could overflow a double.
+
+    A statistic that adds values up (:attr:`Statistic.sums`: a sum, a mean) adds at most N_MAX
+    values in [L, U], one that adds squares (:attr:`Statistic.squares`: a variance) also their
+    squares: the totals stay finite when N_MAX·max(|L|, |U|) is finite, and N_MAX·(2·max(|L|,
+    |U|))² for the squares (the centring q − 2c·s + c²·n has terms up to twice
+    N_MAX·max(|L|, |U|)²). Quantiles add nothing up. The test reads the query only: no
+    data-dependent failure can then follow the budget charge.
+    """
+    if agg.lower is None or agg.upper is None or not agg.statistic.sums:
+        return
+    lower, upper = float(agg.lower), float(agg.upper)
+    big = max(abs(lower), abs(upper))
+    if not math.isfinite(N_MAX * big):
+        raise PrivacyError(f"{agg.label}: the {bound_name(lower, upper)} is too large: a sum over up to "
+                           "2^63 rows would overflow a double")
+    if agg.statistic.squares and not math.isfinite(N_MAX * (2.0 * big) * (2.0 * big)):
+        raise PrivacyError(f"{agg.label}: the {bound_name(lower, upper)} is too large: a sum of squares "
+                           "over up to 2^63 rows would overflow a double")
+
+
+def bound_name(lower: float, upper: float) -> str:
+    """``upper bound U`` or ``lower bound L``: the bound of larger magnitude, for messages."""
+    return f"upper bound {fmt(upper)}" if abs(upper) >= abs(lower) else f"lower bound {fmt(lower)}"
 
 
 def raw_select(sql: str, names: list[str]) -> exp.Select:

@@ -54,6 +54,7 @@ from sqlglot import exp
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError, PrivacyError
+from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 
 if t.TYPE_CHECKING:
@@ -349,13 +350,15 @@ class Exponential(Mechanism):
     """
 
     name = "exponential"
-    statistics = frozenset({"median", "quantile", "min", "max"})
+    statistics = frozenset({Statistic.MEDIAN, Statistic.QUANTILE, Statistic.MIN, Statistic.MAX})
 
-    def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
-        self.check(agg, ctx)
-        if cost.epsilon <= 0:
-            raise OptionError("mechanism 'exponential' needs epsilon > 0")
+    def check(self, agg: "BoundAggregate", ctx: Context) -> None:
+        super().check(agg, ctx)
         assert agg.lower is not None and agg.upper is not None
         if not math.isfinite(agg.upper - agg.lower):
             raise PrivacyError(f"{agg.label}: the range U − L of the bounds must be a finite number")
+
+    def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
+        if cost.epsilon <= 0:
+            raise OptionError("mechanism 'exponential' needs epsilon > 0")
         return _QuantilePrepared(agg, ctx, cost)

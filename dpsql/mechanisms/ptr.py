@@ -55,6 +55,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
+from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms import datadep
 from dpsql.mechanisms.base import (
     Context,
@@ -105,19 +106,9 @@ class _PTRPrepared(Prepared):
 
     def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
         super().__init__(agg, ctx, cost)
-        opts = ctx.options
-        if opts.bound is None:
-            raise OptionError(
-                "mechanism 'ptr' needs option 'bound' (the proposed bound b on the local sensitivity): "
-                "add WITH (mechanism = 'ptr', bound = ..., ...)")
-        if cost.delta <= 0:
-            raise OptionError("mechanism 'ptr' needs option 'delta' > 0 (the chance that its test "
-                              "passes by accident)")
-        if opts.noise is not None:
-            raise OptionError("option 'noise' applies to mechanism 'smooth' only, not 'ptr'")
-        assert agg.lower is not None and agg.upper is not None
+        assert agg.lower is not None and agg.upper is not None and ctx.options.bound is not None
         self.lower, self.upper = float(agg.lower), float(agg.upper)
-        self.b = float(opts.bound)
+        self.b = float(ctx.options.bound)
         self.stat = "mean" if agg.statistic == "mean" else "quantile"
         self.p = datadep.exact_p(agg.quantile, agg.label) if self.stat == "quantile" else None
         self.cal = datadep.calibrate(ctx, cost)
@@ -206,9 +197,19 @@ class ProposeTestRelease(Mechanism):
     """
 
     name = "ptr"
-    statistics = frozenset({"mean", "median", "quantile"})
+    statistics = frozenset({Statistic.MEAN, Statistic.MEDIAN, Statistic.QUANTILE})
+    options = frozenset({"bound"})
     uses_delta = True
 
+    def check(self, agg: "BoundAggregate", ctx: Context) -> None:
+        super().check(agg, ctx)
+        if ctx.options.bound is None:
+            raise OptionError(
+                "mechanism 'ptr' needs option 'bound' (the proposed bound b on the local sensitivity): "
+                "add WITH (mechanism = 'ptr', bound = ..., ...)")
+
     def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
-        self.check(agg, ctx)
+        if cost.delta <= 0:
+            raise OptionError("mechanism 'ptr' needs option 'delta' > 0 (the chance that its test "
+                              "passes by accident)")
         return _PTRPrepared(agg, ctx, cost)

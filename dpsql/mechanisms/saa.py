@@ -57,10 +57,12 @@ from dpsql.mechanisms.base import (
     NoisyPart,
     Prepared,
     ReportEntry,
+    bound_name,
     clamp,
     fmt,
     register,
 )
+from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -269,15 +271,22 @@ class SampleAggregate(Mechanism):
     """
 
     name = "saa"
-    statistics = frozenset({"agg", "mean", "median", "quantile"})
+    statistics = frozenset({Statistic.AGG, Statistic.MEAN, Statistic.MEDIAN, Statistic.QUANTILE})
+    options = frozenset({"chunks", "aggregator"})
 
     def check(self, agg: "BoundAggregate", ctx: Context) -> None:
-        super().check(agg, ctx)
+        """Bounds for the chunk answers, finite, and k·max(|l|, |u|) finite: the k answers are
+        clipped to [l, u] and summed (rows are not summed here, so no check over 2^63 rows)."""
+        self.check_statistic(agg)
         if agg.lower is None or agg.upper is None:
             raise PrivacyError(f"{agg.label}: sample and aggregate needs bounds for the chunk answers")
         if not math.isfinite(agg.upper - agg.lower):
             raise PrivacyError(f"{agg.label}: the range U − L of the bounds must be a finite number")
+        lower, upper = float(agg.lower), float(agg.upper)
+        k = ctx.options.chunks or DEFAULT_CHUNKS
+        if not math.isfinite(k * max(abs(lower), abs(upper))):
+            raise PrivacyError(f"{agg.label}: the {bound_name(lower, upper)} is too large: the sum of {k} "
+                               "chunk answers would overflow a double")
 
     def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
-        self.check(agg, ctx)
         return _SaaPrepared(agg, ctx, cost)

@@ -53,6 +53,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError
+from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms import datadep
 from dpsql.mechanisms.base import (
     Context,
@@ -75,16 +76,18 @@ if t.TYPE_CHECKING:
 GAMMA = 4.0
 
 
+def cauchy_noise(ctx: Context, cost: Cost) -> bool:
+    """Whether the release uses the Cauchy-like noise: asked for, or by default when δ = 0."""
+    choice = ctx.options.noise
+    return choice == "cauchy" or (choice is None and cost.delta <= 0)
+
+
 class _SmoothPrepared(Prepared):
     mechanism = "smooth"
 
     def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
         super().__init__(agg, ctx, cost)
-        choice = ctx.options.noise
-        self.cauchy = choice == "cauchy" or (choice is None and cost.delta <= 0)
-        if not self.cauchy and cost.delta <= 0:
-            raise OptionError("option 'delta' must be > 0 for mechanism 'smooth' with noise = 'laplace' "
-                              "(or use noise = 'cauchy' for pure ε-DP)")
+        self.cauchy = cauchy_noise(ctx, cost)
         if self.cauchy:
             self.cost = Cost(epsilon=cost.epsilon)
         assert agg.lower is not None and agg.upper is not None
@@ -99,13 +102,13 @@ class _SmoothPrepared(Prepared):
             self.alpha, self.beta = eps / 2.0, eps / (2.0 * math.log(2.0 / self.cal.delta))
         self.k = datadep.truncation(self.beta, self.lower, self.upper) if self.stat == "quantile" else 0
         self.grid = datadep.public_grid(self.lower, self.upper)
-        # S <= U − L for every dataset, so this scale bounds every data-dependent one: when it
-        # is finite, no release can overflow it (refused here, from the query alone).
-        if not math.isfinite((self.upper - self.lower + math.ldexp(1.0, self.grid)) / self.alpha):
-            raise OptionError(f"{agg.label}: epsilon is too small for the bounds "
-                              f"[{fmt(self.lower)}, {fmt(self.upper)}]: the noise scale would overflow")
         i = agg.index
         self.columns = (f"a{i}_smooth_w", f"a{i}_smooth_n")
+
+    @property
+    def largest_scale(self) -> float:
+        """(U − L + 2^k)/α: S ≤ U − L for every dataset, so no release's scale is larger."""
+        return (self.upper - self.lower + math.ldexp(1.0, self.grid)) / self.alpha
 
     # -- SQL ---------------------------------------------------------------------------------
 
@@ -194,9 +197,18 @@ class SmoothSensitivity(Mechanism):
     """
 
     name = "smooth"
-    statistics = frozenset({"mean", "median", "quantile"})
+    statistics = frozenset({Statistic.MEAN, Statistic.MEDIAN, Statistic.QUANTILE})
+    options = frozenset({"noise"})
     uses_delta = True
 
     def prepare(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> Prepared:
-        self.check(agg, ctx)
-        return _SmoothPrepared(agg, ctx, cost)
+        if not cauchy_noise(ctx, cost) and cost.delta <= 0:
+            raise OptionError("option 'delta' must be > 0 for mechanism 'smooth' with noise = 'laplace' "
+                              "(or use noise = 'cauchy' for pure ε-DP)")
+        prepared = _SmoothPrepared(agg, ctx, cost)
+        # The largest scale bounds every data-dependent one: when it is finite, no release can
+        # overflow it (refused here, from the query and the share alone).
+        if not math.isfinite(prepared.largest_scale):
+            raise OptionError(f"{agg.label}: epsilon is too small for the bounds "
+                              f"[{fmt(prepared.lower)}, {fmt(prepared.upper)}]: the noise scale would overflow")
+        return prepared

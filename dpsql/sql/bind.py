@@ -29,6 +29,7 @@ from dpsql.sql.guards import check_functions, check_statement
 from dpsql.sql.options import Options, parse_options
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql.postprocess import build_outer
+from dpsql.sql.statistics import Statistic
 from dpsql.sql.scope import (
     BASE,
     Catalog,
@@ -52,7 +53,7 @@ class BoundAggregate:
 
     index: int
     node: DPAggregate
-    statistic: str
+    statistic: Statistic
     arg: exp.Expression | None  # None for DP_COUNT(*) and DP_AGG
     lower: float | None
     upper: float | None
@@ -298,7 +299,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
     for what, bound in (("lower", lower), ("upper", upper)):  # 1e999 parses as inf
         if bound is not None and not math.isfinite(bound):
             _refuse(f"{label}: the {what} bound must be a finite number, got {bound:g}")
-    if lower is None and arg is not None and node.statistic != "count":
+    if lower is None and arg is not None and node.statistic is not Statistic.COUNT:
         bounds = rel.table.column(column).bounds if column else None
         if bounds is None:
             what = f"column {node.this.name}" if isinstance(node.this, exp.Column) else "the expression"
@@ -313,7 +314,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
         if quantile is None or not 0 <= quantile <= 1:
             _refuse(f"{label}: the quantile must be between 0 and 1")
     else:
-        quantile = {"median": 0.5, "min": 0.0, "max": 1.0}.get(node.statistic)
+        quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
                           inner=inner, inner_args=inner_args)
 

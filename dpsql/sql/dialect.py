@@ -25,6 +25,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ParseError
+from dpsql.sql.statistics import Statistic
 
 __all__ = [
     "DPSQL",
@@ -49,47 +50,49 @@ __all__ = [
 class DPAggregate(exp.AggFunc):
     """Base of every DP aggregate. ``this`` is the argument (``Star`` for ``DP_COUNT(*)``).
 
-    ``lower``/``upper`` are optional literal bounds given in the call.
+    ``lower``/``upper`` are optional literal bounds given in the call. Each concrete class
+    names the :class:`~dpsql.sql.statistics.Statistic` it computes, which carries its default
+    mechanism and the other facts the planner needs.
     """
 
-    #: the statistic the mechanisms compute (``count``, ``sum``, ...)
-    statistic: t.ClassVar[str] = ""
+    #: what the mechanisms compute (``Statistic.COUNT``, ``Statistic.SUM``, ...)
+    statistic: t.ClassVar[Statistic]
 
 
 class DPCount(exp.Expression, DPAggregate):
     arg_types = {"this": False}
     _sql_names = ["DP_COUNT"]
-    statistic = "count"
+    statistic = Statistic.COUNT
 
 
 class DPSum(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_SUM"]
-    statistic = "sum"
+    statistic = Statistic.SUM
 
 
 class DPMean(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_MEAN", "DP_AVG"]
-    statistic = "mean"
+    statistic = Statistic.MEAN
 
 
 class DPVar(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_VAR", "DP_VARIANCE"]
-    statistic = "var"
+    statistic = Statistic.VAR
 
 
 class DPStddev(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_STDDEV", "DP_STD"]
-    statistic = "stddev"
+    statistic = Statistic.STDDEV
 
 
 class DPMedian(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_MEDIAN"]
-    statistic = "median"
+    statistic = Statistic.MEDIAN
 
 
 class DPQuantile(exp.Expression, DPAggregate):
@@ -97,19 +100,19 @@ class DPQuantile(exp.Expression, DPAggregate):
 
     arg_types = {"this": True, "quantile": True, "lower": False, "upper": False}
     _sql_names = ["DP_QUANTILE", "DP_PERCENTILE"]
-    statistic = "quantile"
+    statistic = Statistic.QUANTILE
 
 
 class DPMin(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_MIN"]
-    statistic = "min"
+    statistic = Statistic.MIN
 
 
 class DPMax(exp.Expression, DPAggregate):
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_MAX"]
-    statistic = "max"
+    statistic = Statistic.MAX
 
 
 class DPAgg(exp.Expression, DPAggregate):
@@ -117,7 +120,7 @@ class DPAgg(exp.Expression, DPAggregate):
 
     arg_types = {"this": True, "lower": False, "upper": False}
     _sql_names = ["DP_AGG"]
-    statistic = "agg"
+    statistic = Statistic.AGG
 
 
 DP_FUNCTIONS: dict[str, type[DPAggregate]] = {

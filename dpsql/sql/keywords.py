@@ -2,6 +2,7 @@
 
 The dialect and the option parser are built on these, and the shell's lexer and completer use
 them without importing sqlglot (a test checks the dialect defines exactly these functions).
+Mechanism names are not here: the registry of :mod:`dpsql.mechanisms` is their only list.
 """
 
 from __future__ import annotations
@@ -16,6 +17,5 @@ OPTION_KEYS: tuple[str, ...] = (
     "noise",
 )
 
-MECHANISMS = ("laplace", "gaussian", "ptr", "smooth", "saa", "exponential", "auto")
 AGGREGATORS = ("mean", "winsorized")
 SMOOTH_NOISE = ("laplace", "cauchy")

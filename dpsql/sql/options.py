@@ -2,11 +2,16 @@
 
 Every check here depends on the query text alone, runs before any data is read, and fails
 with an :class:`~dpsql.errors.OptionError` whose one-line message names the key.
+
+The value of ``mechanism`` is only checked to be a name here: the mechanisms live in a higher
+layer, and the planner checks the name against their registry (and refuses an option that no
+chosen mechanism uses, or ``rho`` with a mechanism that cannot spend it).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing as t
 from dataclasses import dataclass, field
 
@@ -14,7 +19,7 @@ from sqlglot import exp
 
 from dpsql.errors import OptionError
 
-from dpsql.sql.keywords import AGGREGATORS, MECHANISMS, OPTION_KEYS, SMOOTH_NOISE  # noqa: F401
+from dpsql.sql.keywords import AGGREGATORS, OPTION_KEYS, SMOOTH_NOISE
 
 #: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
 MAX_CHUNKS = 1_000_000
@@ -77,6 +82,23 @@ def _string(key: str, node: exp.Expression, choices: t.Sequence[str]) -> str:
     return value
 
 
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _name(key: str, node: exp.Expression) -> str:
+    """A word, written bare or quoted (``laplace``, ``'laplace'``), lower-cased."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        value = node.this
+    elif isinstance(node, (exp.Column, exp.Var, exp.Identifier)):
+        value = node.name
+    else:
+        raise OptionError(f"option '{key}' must be a name such as 'laplace'; got {node.sql()}")
+    value = value.strip().lower()
+    if not _NAME.fullmatch(value):
+        raise OptionError(f"option '{key}' must be a name such as 'laplace'; got '{value}'")
+    return value
+
+
 def _literal(key: str, node: exp.Expression) -> t.Any:
     if isinstance(node, exp.Literal):
         if node.is_string:
@@ -126,7 +148,7 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
         if key in values:
             raise OptionError(f"option '{key}' is given twice")
         if key == "mechanism":
-            values[key] = _string(key, node, MECHANISMS)
+            values[key] = _name(key, node)
         elif key == "aggregator":
             values[key] = _string(key, node, AGGREGATORS)
         elif key == "noise":
@@ -170,6 +192,4 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             raise OptionError(f"unknown option '{raw_key}' (known: {known})")
     if "rho" in values and "epsilon" in values:
         raise OptionError("give either 'epsilon' or 'rho', not both")
-    if "rho" in values and values.get("mechanism", "gaussian") != "gaussian":
-        raise OptionError("option 'rho' (zCDP) needs mechanism='gaussian'")
     return Options(given=frozenset(values), **values)

@@ -4,7 +4,8 @@ The completer looks at the text before the cursor to guess what may come next:
 
 * a special command name (``.sch`` → ``.schema``), then its argument (a table, a mode, a file);
 * after ``FROM`` / ``JOIN`` a table name; after ``adult.`` a column of ``adult``;
-* inside the trailing ``WITH (...)`` clause an option key, or after ``mechanism =`` its values;
+* inside the trailing ``WITH (...)`` clause an option key, or after ``mechanism =`` its values
+  (the registered mechanisms, read when first needed);
 * otherwise columns of the tables the statement names (all columns if it names none), DP
   aggregate functions, table names and SQL keywords, in that order.
 
@@ -99,8 +100,9 @@ class DPSQLCompleter(Completer):
         head = before[: len(before) - len(word)]
         if _in_options(head):
             value = _OPTION_VALUE.search(before)
-            if value and value.group(1).lower() in OPTION_VALUES:
-                yield from _matches(value.group(2), [(v, value.group(1)) for v in OPTION_VALUES[value.group(1).lower()]])
+            words = option_values(value.group(1)) if value else None
+            if value and words is not None:
+                yield from _matches(value.group(2), [(v, value.group(1)) for v in words])
                 return
             if not re.search(r"=\s*\w*$", before):
                 yield from _matches(word, [(k, "option") for k in OPTION_KEYS], keep_case=True)
@@ -137,6 +139,20 @@ class DPSQLCompleter(Completer):
                 table = m.group(1).lower()
                 return table if table in self.catalog else None
         return None
+
+
+def option_values(key: str) -> tuple[str, ...] | None:
+    """The word values option ``key`` takes, or None if it takes no words.
+
+    Mechanism names come from the mechanisms' registry, imported on the first completion that
+    needs them (not at start-up: importing the mechanisms takes longer than the first prompt).
+    """
+    key = key.lower()
+    if key == "mechanism":
+        from dpsql.mechanisms import choices
+
+        return choices()
+    return OPTION_VALUES.get(key)
 
 
 def _in_options(head: str) -> bool:

@@ -3,7 +3,8 @@
 :class:`DPSQLLexer` is pygments' ANSI SQL lexer plus the dialect's additions: the DP aggregate
 functions (``DP_COUNT``, ``DP_MEAN``, ...) are ``Name.Builtin``, the keys of the trailing
 ``WITH (key = value, ...)`` options clause are ``Name.Attribute``, their word values
-(``laplace``, ``winsorized``, ...) ``Name.Constant``, and decimal numbers are numbers.
+(``winsorized``, and any word after ``mechanism =``) ``Name.Constant``, and decimal numbers
+are numbers.
 A line that starts with ``.`` or ``\\`` is a special command and is shown as one.
 """
 
@@ -13,9 +14,9 @@ import typing as t
 
 from pygments.lexer import bygroups, include, inherit, words
 from pygments.lexers.sql import SqlLexer
-from pygments.token import Keyword, Name, Number, Punctuation, String, Text, Whitespace
+from pygments.token import Keyword, Name, Number, Operator, Punctuation, String, Text, Whitespace
 
-from dpsql.sql.keywords import AGGREGATORS, MECHANISMS, SMOOTH_NOISE
+from dpsql.sql.keywords import AGGREGATORS, SMOOTH_NOISE
 from dpsql.sql.keywords import DP_FUNCTION_NAMES as _DP_NAMES
 from dpsql.sql.keywords import OPTION_KEYS as _OPTION_KEYS
 
@@ -25,9 +26,10 @@ DP_FUNCTION_NAMES: tuple[str, ...] = _DP_NAMES
 #: Keys of the ``WITH (...)`` options clause, in the order the documentation lists them.
 OPTION_KEYS: tuple[str, ...] = _OPTION_KEYS
 
-#: Word values some options take (``mechanism = laplace``).
+#: Word values some options take (``aggregator = winsorized``). The values of ``mechanism`` are
+#: the names in the mechanisms' registry: the completer reads them there when first needed,
+#: and the lexer shows any word after ``mechanism =`` as one (no import at start-up).
 OPTION_VALUES: dict[str, tuple[str, ...]] = {
-    "mechanism": tuple(MECHANISMS),
     "aggregator": tuple(AGGREGATORS),
     "noise": tuple(SMOOTH_NOISE),
 }
@@ -52,6 +54,8 @@ class DPSQLLexer(SqlLexer):  # type: ignore[misc]
             inherit,
         ],
         "options": [
+            (r"(\bmechanism\b)(\s*)(=)(\s*)([A-Za-z_]\w*\b)",
+             bygroups(Name.Attribute, Whitespace, Operator, Whitespace, Name.Constant)),
             (words(OPTION_KEYS, prefix=r"\b", suffix=r"\b(?=\s*=)"), Name.Attribute),
             (words(_WORD_VALUES, prefix=r"\b", suffix=r"\b"), Name.Constant),
             (r"\(", Punctuation, "#push"),
