@@ -25,6 +25,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.errors import PrivacyError
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
+from dpsql.sql.build import RAW
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -179,13 +180,13 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
 
 
 def raw_select(sql: str, names: list[str]) -> exp.Select:
-    """``SELECT names FROM (sql) AS __q`` with ``sql`` kept verbatim.
+    """``SELECT names FROM (sql) AS __q`` (:data:`dpsql.sql.build.RAW`) with ``sql`` kept verbatim.
 
     The text is carried as a ``Var``, which sqlglot prints as is (quotes included): parsing
     and regenerating a query of this size would add tens of milliseconds to every plan.
     """
     body = exp.Var(this=f"({sql.strip()})")
-    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier("__q")))
+    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier(RAW)))
     return exp.select(*[exp.column(name) for name in names]).from_(source)
 
 
