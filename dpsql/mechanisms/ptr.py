@@ -56,6 +56,7 @@ from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
+from dpsql.sql import build
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
@@ -139,8 +140,9 @@ class _PTRPrepared(Prepared):
         if self.stat == "mean":
             return None
         assert v is not None and self.p is not None
-        sql = datadep.distance_sql(source, keys, v, self.lower, self.upper, self.p, self.b, self.cap,
-                                   self.cal.relation == sens.ADD_REMOVE, self.columns)
+        values = build.Values(source, tuple(keys), v, self.lower, self.upper)
+        sql = datadep.distance_sql(values, p=self.p, bound=self.b, cap=self.cap,
+                                   add_remove=self.cal.relation == sens.ADD_REMOVE, columns=self.columns)
         return raw_select(sql, [*keys, *self.columns])
 
     # -- release -----------------------------------------------------------------------------

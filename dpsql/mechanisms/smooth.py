@@ -54,6 +54,7 @@ from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError
 from dpsql.mechanisms import datadep
+from dpsql.sql import build
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
@@ -116,7 +117,9 @@ class _SmoothPrepared(Prepared):
         if self.stat == "mean":
             return None
         assert v is not None and self.p is not None
-        sql = datadep.points_sql(source, keys, v, self.lower, self.upper, self.p, self.k, *self.columns)
+        values = build.Values(source, tuple(keys), v, self.lower, self.upper)
+        column, n_column = self.columns
+        sql = datadep.points_sql(values, p=self.p, half=self.k, column=column, n_column=n_column)
         return raw_select(sql, [*keys, *self.columns])
 
     # -- release -----------------------------------------------------------------------------

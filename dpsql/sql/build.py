@@ -142,3 +142,90 @@ def partition_by(names: t.Sequence[str]) -> str:
     """``PARTITION BY k0, ...``, or nothing without keys."""
     return ("PARTITION BY " + ", ".join(names)) if names else ""
 
+
+def over(*clauses: str) -> str:
+    """A window: ``OVER (clause ...)`` with the empty clauses left out."""
+    return "OVER (" + " ".join([c for c in clauses if c]) + ")"
+
+
+#: A window frame from the first row of the partition to the current one (cumulative sums).
+UP_TO_HERE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+
+
+# -- order statistics ----------------------------------------------------------------------------
+
+#: Buckets of the order-statistics histogram (a power of two: a cheap hash aggregate, and few
+#: distinct values per bucket). They decide only which rows the second pass reads.
+BUCKETS = 1 << 12
+
+
+@dataclass(frozen=True)
+class Values:
+    """The clipped values of one DP aggregate: column ``value`` of the CTE ``source``, in
+    [``lower``, ``upper``], per group of ``keys``."""
+
+    source: str
+    keys: tuple[str, ...]
+    value: str
+    lower: float
+    upper: float
+
+
+def order_statistics(values: Values, names: Scratch, near: str,
+                     extra: t.Mapping[str, str] | None = None, buckets: int = BUCKETS) -> str:
+    """CTEs (the text after ``WITH``) for the distinct values of a window of ranks, per group,
+    in two passes over ``values.source`` and no sort of the table.
+
+    A histogram of ``buckets`` equal-width buckets on [L, U] (per group and bucket ``__b``: the
+    count ``__c``, ``__lo`` and ``__hi``); window sums give each bucket its cumulative count
+    ``__cum`` and the group its size ``__n``. ``extra`` adds columns to the histogram rows
+    (name → SQL over those columns; it may use windows over the group,
+    ``OVER (partition_by(values.keys))``). The buckets meeting the window are expanded to their
+    distinct values: a bucket with one value is exact as it is, the values of the others are
+    counted in a second pass over the rows inside their range.
+
+    ``near`` says whether a rank range (``__cum`` − ``__c``, ``__cum``] meets the window; it may
+    use ``__n`` and the ``extra`` columns. Two CTEs are for the caller:
+
+    * ``names.hist``: the histogram, one row per group and bucket (with ``__n`` and ``extra``);
+    * ``names.pts``: the distinct values ``__val`` whose rank range meets the window, with
+      multiplicity ``__c``, cumulative rank ``__cum``, ``__n`` and the ``extra`` columns.
+
+    Buckets only decide which rows the second pass reads: ``pts`` is the same for any count.
+    """
+    src, v, ks = values.source, values.value, values.keys
+    scale = buckets / (values.upper - values.lower)
+
+    # ⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own
+    bucket = f"CAST(FLOOR(({v} - {literal(values.lower, double=True)}) * {literal(scale, double=True)}) AS BIGINT)"
+
+    kc, part = leading(ks), partition_by(ks)
+    added = "".join(f", {sql} AS {name}" for name, sql in (extra or {}).items())
+    carried = ["__n", *(extra or {})]
+    carry = ", ".join(carried)
+    return f"""{names.h} AS (
+  SELECT {kc}{bucket} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
+  FROM {src} WHERE {v} IS NOT NULL GROUP BY ALL
+), {names.hist} AS (
+  SELECT *{added}
+  FROM (SELECT *, SUM(__c) {over(part, "ORDER BY __b", UP_TO_HERE)} AS __cum,
+               SUM(__c) {over(part)} AS __n FROM {names.h})
+), {names.need} AS (
+  SELECT * FROM {names.hist} WHERE {near}
+), {names.multi} AS (
+  SELECT {kc}__b, __cum - __c AS __below, {carry}, __lo, __hi FROM {names.need} WHERE __lo < __hi
+), {names.vals0} AS (
+  SELECT {kc}{bucket} AS __b, {v} AS __val, COUNT(*) AS __c FROM {src}
+  WHERE {v} BETWEEN (SELECT MIN(__lo) FROM {names.multi}) AND (SELECT MAX(__hi) FROM {names.multi})
+  GROUP BY ALL
+), {names.vals} AS (
+  SELECT {leading(ks, 'm')}m.__b, a.__val, a.__c, m.__below, {', '.join('m.' + c for c in carried)}
+  FROM {names.vals0} AS a JOIN {names.multi} AS m ON {same_keys('a', 'm', ks, 'a.__b = m.__b')}
+), {names.pts} AS (
+  SELECT * FROM (
+    SELECT {kc}__lo AS __val, __c, __cum, {carry} FROM {names.need} WHERE __lo = __hi
+    UNION ALL
+    SELECT {kc}__val, __c, __below + SUM(__c) {over(f"PARTITION BY {kc}__b", "ORDER BY __val", UP_TO_HERE)}
+             AS __cum, {carry} FROM {names.vals}
+  ) WHERE {near}
+)"""
