@@ -47,6 +47,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, PrivacyError
+from dpsql.mechanisms.base import raw_select
 from dpsql.sql import build
 
 if t.TYPE_CHECKING:
@@ -236,6 +237,33 @@ def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, a
 )
 SELECT {build.leading(ks, 's')}LEAST({cap}, {dist}) AS {dcol}, s.__n AS {ncol}, s.__x0 AS {fcol}
 FROM {nm.ls} AS s LEFT JOIN {nm.pd} AS pd ON {build.same_keys('s', 'pd', ks)}"""
+
+
+class WindowSQL(t.Protocol):
+    """What :func:`quantile_subquery` reads of a PTR or smooth release plan."""
+
+    @property
+    def stat(self) -> str: ...
+    @property
+    def lower(self) -> float: ...
+    @property
+    def upper(self) -> float: ...
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    def window_sql(self, values: build.Values) -> str:
+        """The per-group SELECT of the quantile's data-dependent quantities over ``values``."""
+        ...
+
+
+def quantile_subquery(prep: WindowSQL, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+    """The subquery of PTR and smooth: none for the mean (n alone is enough), else the
+    quantities of ``prep.window_sql`` per group, in the columns ``prep.columns``."""
+    if prep.stat == "mean":
+        return None
+    assert v is not None
+    values = build.Values(source, tuple(keys), v, prep.lower, prep.upper)
+    return raw_select(prep.window_sql(values), [*keys, *prep.columns])
 
 
 def count_and_mean(stat: str, v: exp.Expression | None) -> dict[str, exp.Expression]:

@@ -55,18 +55,7 @@ from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError
 from dpsql.mechanisms import datadep
 from dpsql.sql import build
-from dpsql.mechanisms.base import (
-    Context,
-    Mechanism,
-    Prepared,
-    ReportEntry,
-    clamp,
-    finite_in,
-    fmt,
-    num,
-    raw_select,
-    register,
-)
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, finite_in, fmt, num, register
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -114,13 +103,13 @@ class _SmoothPrepared(Prepared):
         return datadep.count_and_mean(self.stat, v)
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        if self.stat == "mean":
-            return None
-        assert v is not None and self.p is not None
-        values = build.Values(source, tuple(keys), v, self.lower, self.upper)
+        return datadep.quantile_subquery(self, source, keys, v)
+
+    def window_sql(self, values: build.Values) -> str:
+        """The window's order statistics and n per group (:func:`dpsql.mechanisms.datadep.points_sql`)."""
+        assert self.p is not None
         column, n_column = self.columns
-        sql = datadep.points_sql(values, p=self.p, half=self.k, column=column, n_column=n_column)
-        return raw_select(sql, [*keys, *self.columns])
+        return datadep.points_sql(values, p=self.p, half=self.k, column=column, n_column=n_column)
 
     # -- release -----------------------------------------------------------------------------
 
