@@ -49,75 +49,55 @@ __all__ = [
 class DPAggregate(exp.AggFunc):
     """Base of every DP aggregate. ``this`` is the argument (``Star`` for ``DP_COUNT(*)``).
 
-    ``lower``/``upper`` are optional literal bounds given in the call.
+    ``lower``/``upper`` are optional literal bounds given in the call. A subclass gives its SQL
+    names and its statistic in its class line, ``class DPSum(..., names=("DP_SUM",),
+    statistic="sum")``, and its ``arg_types`` only when they are not ``x [, lower, upper]``.
     """
 
     #: the statistic the mechanisms compute (``count``, ``sum``, ...)
     statistic: t.ClassVar[str] = ""
+    #: the arguments of most DP aggregates: ``x [, lower, upper]``
+    arg_types = {"this": True, "lower": False, "upper": False}
+
+    def __init_subclass__(cls, names: tuple[str, ...] = (), statistic: str = "", **kwargs: t.Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if names:
+            cls._sql_names, cls.statistic = list(names), statistic
 
 
-class DPCount(exp.Expression, DPAggregate):
+class DPCount(exp.Expression, DPAggregate, names=("DP_COUNT",), statistic="count"):
     arg_types = {"this": False}
-    _sql_names = ["DP_COUNT"]
-    statistic = "count"
 
 
-class DPSum(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_SUM"]
-    statistic = "sum"
+class DPSum(exp.Expression, DPAggregate, names=("DP_SUM",), statistic="sum"): ...
 
 
-class DPMean(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MEAN", "DP_AVG"]
-    statistic = "mean"
+class DPMean(exp.Expression, DPAggregate, names=("DP_MEAN", "DP_AVG"), statistic="mean"): ...
 
 
-class DPVar(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_VAR", "DP_VARIANCE"]
-    statistic = "var"
+class DPVar(exp.Expression, DPAggregate, names=("DP_VAR", "DP_VARIANCE"), statistic="var"): ...
 
 
-class DPStddev(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_STDDEV", "DP_STD"]
-    statistic = "stddev"
+class DPStddev(exp.Expression, DPAggregate, names=("DP_STDDEV", "DP_STD"), statistic="stddev"): ...
 
 
-class DPMedian(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MEDIAN"]
-    statistic = "median"
+class DPMedian(exp.Expression, DPAggregate, names=("DP_MEDIAN",), statistic="median"): ...
 
 
-class DPQuantile(exp.Expression, DPAggregate):
+class DPQuantile(exp.Expression, DPAggregate, names=("DP_QUANTILE", "DP_PERCENTILE"), statistic="quantile"):
     """``DP_QUANTILE(x, p [, lower, upper])``: ``quantile`` holds p."""
 
     arg_types = {"this": True, "quantile": True, "lower": False, "upper": False}
-    _sql_names = ["DP_QUANTILE", "DP_PERCENTILE"]
-    statistic = "quantile"
 
 
-class DPMin(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MIN"]
-    statistic = "min"
+class DPMin(exp.Expression, DPAggregate, names=("DP_MIN",), statistic="min"): ...
 
 
-class DPMax(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MAX"]
-    statistic = "max"
+class DPMax(exp.Expression, DPAggregate, names=("DP_MAX",), statistic="max"): ...
 
 
-class DPAgg(exp.Expression, DPAggregate):
+class DPAgg(exp.Expression, DPAggregate, names=("DP_AGG",), statistic="agg"):
     """``DP_AGG(aggregate_expression, lower, upper)``: any DuckDB aggregate via sample-and-aggregate."""
-
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_AGG"]
-    statistic = "agg"
 
 
 DP_FUNCTIONS: dict[str, type[DPAggregate]] = {
