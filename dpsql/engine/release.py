@@ -12,6 +12,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from dpsql.mechanisms.base import Prepared, ReportEntry, num
+from dpsql.sql import build
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
 
@@ -49,7 +50,7 @@ def release(
         columns_out.append([value for value, _ in released])
         reports.append([entry for _, entry in released])
     out_rows = list(zip(*columns_out))
-    columns = [f"__k{j}" for j in range(nkeys)] + [f"__a{p.agg.index}" for p in plan.prepared]
+    columns = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
     report = [_summarise(p_entries, prep) for p_entries, prep in zip(reports, plan.prepared)]
     suppressed = len(rows) - len(kept) if plan.selection is not None else None
     return Released(columns=columns, rows=out_rows, report=report, groups_suppressed=suppressed)

@@ -28,15 +28,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.engine.plan import Plan
-from dpsql.sql.scope import BASE
+from dpsql.sql import build
+from dpsql.sql.build import BASE, KEYS, SRC, STATS
 from dpsql.sql.total import total
-
-SRC = "__src"
-STATS = "__stats"
-#: the privacy unit in ``__src``: the id, or a hash of the whole row (when a mechanism needs it)
-UNIT = "__u"
-#: the one column of ``__src`` when nothing else is needed
-ROW = "__row"
 
 
 @dataclass
@@ -101,7 +95,7 @@ def rewrite(plan: Plan) -> Rewritten:
     big tree with sqlglot's builders (which copy and re-parse) cost most of the planning time.
     """
     bound = plan.bound
-    keys = [f"__k{j}" for j in range(len(bound.group_by))]
+    keys = build.keys(len(bound.group_by))
     # Every expression over private rows is made total (see dpsql.sql.total); the aggregates'
     # arguments in place, so that the mechanisms' stats() and subquery() see the total forms.
     for prep in plan.prepared:
@@ -113,16 +107,16 @@ def rewrite(plan: Plan) -> Rewritten:
         agg = prep.agg
         if agg.arg is not None:
             value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
-            projections.append(f"{_sql(value)} AS __v{agg.index}")
+            projections.append(f"{_sql(value)} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             projections.append(f"{_sql(total(expr))} AS {name}")
     if plan.ctx.unit_key != "row":
         unit = exp.column(plan.ctx.unit_key, table=BASE, quoted=True)
-        projections.append(f"{_sql(unit)} AS {UNIT}")
+        projections.append(f"{_sql(unit)} AS {build.UNIT}")
     elif any(prep.needs_unit for prep in plan.prepared):
-        projections.append(f"HASH({BASE}) AS {UNIT}")
+        projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
-        projections.append(f"TRUE AS {ROW}")
+        projections.append(f"TRUE AS {build.ROW}")
     src = f"SELECT {', '.join(projections)} FROM {_sql(bound.relation)} AS {BASE}"
     if bound.where:
         src += " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where)
@@ -131,16 +125,16 @@ def rewrite(plan: Plan) -> Rewritten:
     stats = list(keys)
     for prep in plan.prepared:
         i = prep.agg.index
-        v = exp.column(f"__v{i}") if prep.agg.arg is not None else None
+        v = exp.column(build.value(i)) if prep.agg.arg is not None else None
         for name, expr in prep.stats(v).items():
-            col = f"a{i}_{name}"
+            col = build.stat(i, name)
             out.columns[(i, name)] = col
             stats.append(f"{_sql(expr)} AS {col}")
     if plan.selection is not None:
-        out.key_selection_column = "__keys_n"
-        stats.append("COUNT(*) AS __keys_n")
+        out.key_selection_column = build.KEY_COUNT
+        stats.append(f"COUNT(*) AS {build.KEY_COUNT}")
     if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
-        stats.append("COUNT(*) AS __rows")
+        stats.append(f"COUNT(*) AS {build.ROWS}")
     grouped = f"SELECT {', '.join(stats)} FROM {SRC}"
     if keys:
         grouped += f" GROUP BY {', '.join(keys)}"
@@ -148,40 +142,27 @@ def rewrite(plan: Plan) -> Rewritten:
     ctes = [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
     subqueries = []
     for prep in plan.prepared:
-        q = prep.subquery(SRC, keys, f"__v{prep.agg.index}")
+        i = prep.agg.index
+        q = prep.subquery(SRC, keys, build.value(i))
         if q is not None:
-            i = prep.agg.index
-            subqueries.append((f"__sq{i}", [c for c in q.named_selects if c not in keys]))
-            ctes.append(f"__sq{i} AS ({_sql(q)})")
+            subqueries.append((build.subquery(i), [c for c in q.named_selects if c not in keys]))
+            ctes.append(f"{build.subquery(i)} AS ({_sql(q)})")
             for col in subqueries[-1][1]:
                 out.columns[(i, col)] = col
 
     if plan.public_keys is not None:
-        rows = ", ".join(f"({', '.join(_sql(_lit(v)) for v in key)})" for key in plan.public_keys)
-        select = [f"__keys.{k}" for k in keys] + [f"{STATS}.* EXCLUDE ({', '.join(keys)})"]
-        from_ = f"(VALUES {rows}) AS __keys({', '.join(keys)}) LEFT JOIN {STATS} ON {_key_match('__keys', STATS, keys)}"
-        base = "__keys"
+        rows = ", ".join(f"({', '.join(build.literal(v) for v in key)})" for key in plan.public_keys)
+        select = [f"{KEYS}.{k}" for k in keys] + [f"{STATS}.* EXCLUDE ({', '.join(keys)})"]
+        from_ = f"(VALUES {rows}) AS {KEYS}({', '.join(keys)}) LEFT JOIN {STATS} ON {build.same_keys(KEYS, STATS, keys)}"
+        base = KEYS
     else:
         select, from_, base = ["*"], STATS, STATS
     for alias, cols in subqueries:
         select += [f"{alias}.{c}" for c in cols]
         if keys:
-            from_ += f" LEFT JOIN {alias} ON {_key_match(base, alias, keys)}"
+            from_ += f" LEFT JOIN {alias} ON {build.same_keys(base, alias, keys)}"
         else:
             from_ += f" CROSS JOIN {alias}"
     out.sql = f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}"
     return out
 
-
-def _key_match(left: str, right: str, keys: list[str]) -> str:
-    return " AND ".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in keys)
-
-
-def _lit(value: object) -> exp.Expression:
-    if value is None:
-        return exp.Null()
-    if isinstance(value, bool):
-        return exp.Boolean(this=value)
-    if isinstance(value, (int, float)):
-        return exp.Literal.number(repr(value))
-    return exp.Literal.string(str(value))

@@ -56,6 +56,7 @@ from dpsql.errors import PrivacyError
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.sql.statistics import Statistic
+from dpsql.sql.build import RAW
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -309,13 +310,13 @@ def bound_name(lower: float, upper: float) -> str:
 
 
 def raw_select(sql: str, names: list[str]) -> exp.Select:
-    """``SELECT names FROM (sql) AS __q`` with ``sql`` kept verbatim.
+    """``SELECT names FROM (sql) AS __q`` (:data:`dpsql.sql.build.RAW`) with ``sql`` kept verbatim.
 
     The text is carried as a ``Var``, which sqlglot prints as is (quotes included): parsing
     and regenerating a query of this size would add tens of milliseconds to every plan.
     """
     body = exp.Var(this=f"({sql.strip()})")
-    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier("__q")))
+    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier(RAW)))
     return exp.select(*[exp.column(name) for name in names]).from_(source)
 
 

@@ -22,8 +22,9 @@ Neighbouring relation and group privacy (:func:`calibrate`)
     parallel. For s = 1 nothing changes.
 
 Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
-    Per group, one hash pass over the clipped values builds a histogram of ``BUCKETS`` equal
-    buckets on [L, U] (count, min, max); a window sum gives cumulative counts, n and the target
+    Per group, one hash pass over the clipped values builds a histogram of
+    :data:`dpsql.sql.build.BUCKETS` equal buckets on [L, U] (count, min, max;
+    :func:`dpsql.sql.build.order_statistics`); a window sum gives cumulative counts, n and the target
     rank r = max(1, ⌈p·n⌉) (exact, in integer arithmetic with p as its shortest decimal, as
     :func:`dpsql.privacy.sensitivity.rank`). Only the buckets holding a rank of the window
     [r − h − 1, r + h + 1] are kept; a bucket with a single value (every bucket of an integer
@@ -46,12 +47,12 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, PrivacyError
+from dpsql.mechanisms.base import raw_select
+from dpsql.sql import build
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.base import Context
 
-#: Buckets of the first histogram pass (a power of two: cheap hash aggregate, few values each).
-BUCKETS = 1024
 #: The truncation of the smooth bound: tail term (U − L)·e^{−β(K+1)} at most TOL·(U − L) ...
 TRUNCATION_TOL = 1e-12
 #: ... with K at most this many ranks on each side of r.
@@ -162,103 +163,47 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
 
 
 # ----------------------------------------------------------------------------- SQL
-def _num(x: float) -> str:
-    return f"CAST({float(x)!r} AS DOUBLE)"
+def _rank(n: str, p: Fraction) -> str:
+    """r = max(1, ⌈p·n⌉) in exact integer arithmetic (p as a fraction)."""
+    return f"GREATEST(1, (CAST({n} AS HUGEINT) * {p.numerator} + {p.denominator - 1}) // {p.denominator})"
 
 
-class _Names:
-    def __init__(self, keys: list[str], tag: str) -> None:
-        self.keys, self.tag = keys, tag
-
-    def __getattr__(self, name: str) -> str:
-        return f"__{self.tag}_{name}"
-
-    def cols(self, alias: str = "") -> str:
-        a = f"{alias}." if alias else ""
-        return "".join(f"{a}{k}, " for k in self.keys)
-
-    def match(self, left: str, right: str) -> str:
-        return "".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k} AND " for k in self.keys)
-
-    def part(self) -> str:
-        return ("PARTITION BY " + ", ".join(self.keys) + " ") if self.keys else ""
-
-    def group(self, alias: str = "") -> str:
-        a = f"{alias}." if alias else ""
-        return ("GROUP BY " + ", ".join(a + k for k in self.keys)) if self.keys else ""
-
-
-def _ctes(source: str, v: str, lower: float, upper: float, p: Fraction, half: int,
-          nm: _Names) -> str:
-    """CTEs up to ``pts`` (distinct values {val, c, cum} with r and n) and ``g`` (n, r)."""
-    scale = BUCKETS / (upper - lower)
-
-    def bucket(x: str) -> str:
-        return f"LEAST(CAST(FLOOR(({x} - {_num(lower)}) * {_num(scale)}) AS BIGINT), {BUCKETS - 1})"
-
-    kc, part = nm.cols(), nm.part()
+def _window(values: build.Values, names: build.Scratch, p: Fraction, half: int) -> str:
+    """CTEs up to ``names.pts`` (distinct values {val, c, cum} with r and n) and ``names.g``
+    (n, r per group): the values of ranks [r − half − 1, r + half + 1]."""
     near = f"__cum >= __r - {half + 1} AND __cum - __c < __r + {half + 1}"
-    return f"""{nm.h} AS (
-  SELECT {kc}{bucket(v)} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
-  FROM {source} WHERE {v} IS NOT NULL GROUP BY ALL
-), {nm.hr} AS (
-  SELECT *, GREATEST(1, (CAST(__n AS HUGEINT) * {p.numerator} + {p.denominator - 1}) // {p.denominator}) AS __r
-  FROM (SELECT *, SUM(__c) OVER ({part}ORDER BY __b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __cum,
-               SUM(__c) OVER ({part.strip()}) AS __n FROM {nm.h})
-), {nm.need} AS (
-  SELECT * FROM {nm.hr} WHERE {near}
-), {nm.multi} AS (
-  SELECT {kc}__b, __cum - __c AS __below, __r, __n, __lo, __hi FROM {nm.need} WHERE __lo < __hi
-), {nm.vals0} AS (
-  SELECT {kc}{bucket(v)} AS __b, {v} AS __val, COUNT(*) AS __c FROM {source}
-  WHERE {v} BETWEEN (SELECT MIN(__lo) FROM {nm.multi}) AND (SELECT MAX(__hi) FROM {nm.multi})
-  GROUP BY ALL
-), {nm.vals} AS (
-  SELECT {nm.cols('m')}m.__b, a.__val, a.__c, m.__below, m.__r, m.__n
-  FROM {nm.vals0} AS a JOIN {nm.multi} AS m ON {nm.match('a', 'm')}a.__b = m.__b
-), {nm.pts} AS (
-  SELECT * FROM (
-    SELECT {kc}__lo AS __val, __c, __cum, __r, __n FROM {nm.need} WHERE __lo = __hi
-    UNION ALL
-    SELECT {kc}__val, __c, __below + SUM(__c) OVER (PARTITION BY {kc}__b ORDER BY __val
-             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __cum, __r, __n FROM {nm.vals}
-  ) WHERE {near}
-), {nm.g} AS (
-  SELECT {kc}ANY_VALUE(__n) AS __n, ANY_VALUE(__r) AS __r FROM {nm.hr} {nm.group()}
+    ks = values.keys
+    return f"""{build.order_statistics(values, names, near, {"__r": _rank("__n", p)})}, {names.g} AS (
+  SELECT {build.leading(ks)}ANY_VALUE(__n) AS __n, ANY_VALUE(__r) AS __r FROM {names.hist} {build.group_by(ks)}
 )"""
 
 
-def points_sql(source: str, keys: list[str], v: str, lower: float, upper: float, p: Fraction,
-               half: int, column: str, n_column: str, tag: str = "w") -> str:
+def points_sql(values: build.Values, *, p: Fraction, half: int, column: str, n_column: str,
+               tag: str = "w") -> str:
     """Per group: ``column`` = LIST of {v, c, r} covering ranks [r − half − 1, r + half + 1],
     and ``n_column`` = n (both NULL when the group has no values)."""
-    nm = _Names(keys, tag)
-    return f"""WITH {_ctes(source, v, lower, upper, p, half, nm)}
-SELECT {nm.cols('g')}LIST({{'v': w.__val, 'c': w.__c, 'r': w.__cum}} ORDER BY w.__val)
+    nm, ks = build.scratch(tag), values.keys
+    return f"""WITH {_window(values, nm, p, half)}
+SELECT {build.leading(ks, 'g')}LIST({{'v': w.__val, 'c': w.__c, 'r': w.__cum}} ORDER BY w.__val)
          FILTER (WHERE w.__val IS NOT NULL) AS {column}, ANY_VALUE(g.__n) AS {n_column}
-FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {nm.match('g', 'w')}TRUE
-GROUP BY {nm.cols('g')}g.__n"""
+FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {build.same_keys('g', 'w', ks)}
+GROUP BY {build.leading(ks, 'g')}g.__n"""
 
 
-def distance_sql(source: str, keys: list[str], v: str, lower: float, upper: float, p: Fraction,
-                 b: float, cap: int, add_remove: bool, columns: tuple[str, str, str],
-                 tag: str = "d") -> str:
+def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, add_remove: bool,
+                 columns: tuple[str, str, str], tag: str = "d") -> str:
     """Per group: PTR distance D = min(D(x, b), cap) of the quantile p, with n and x_r.
 
-    D is the pair form min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order
-    statistics (x_0 = L, x_{n+1} = U), computed by an inequality join of the candidates for
-    i (largest rank ≤ r of each value) and j (smallest rank ≥ r) inside the window
-    [r − cap, r + cap]; pairs outside it have j − i − 1 ≥ cap. Under ``add_remove`` it is
-    0 if the exact LS exceeds b and otherwise max(1, pair form): dpsql.privacy.sensitivity's
+    D is the pair form min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} (b = ``bound``) over the
+    padded order statistics (x_0 = L, x_{n+1} = U), computed by an inequality join of the
+    candidates for i (largest rank ≤ r of each value) and j (smallest rank ≥ r) inside the
+    window [r − cap, r + cap]; pairs outside it have j − i − 1 ≥ cap. Under ``add_remove`` it
+    is 0 if the exact LS exceeds b and otherwise max(1, pair form): dpsql.privacy.sensitivity's
     ``add_remove`` D (A(0) = LS, A(k ≥ 1) = NRS). ``columns``: names of D, n and x_r.
     """
-    nm = _Names(keys, tag)
-    kc, dcol, ncol, fcol = nm.cols(), *columns
-    lo, hi, bb = _num(lower), _num(upper), _num(b)
-    num, den = p.numerator, p.denominator
-
-    def rank_of(n: str) -> str:
-        return f"GREATEST(1, (CAST({n} AS HUGEINT) * {num} + {den - 1}) // {den})"
+    nm, ks = build.scratch(tag), values.keys
+    kc, (dcol, ncol, fcol) = build.leading(ks), columns
+    lo, hi, bb = (build.literal(x, double=True) for x in (values.lower, values.upper, bound))
 
     def x_at(k: str) -> str:  # padded order statistic x_k from the points joined to g
         return (f"CASE WHEN {k} <= 0 THEN {lo} WHEN {k} > g.__n THEN {hi} ELSE "
@@ -272,26 +217,53 @@ def distance_sql(source: str, keys: list[str], v: str, lower: float, upper: floa
           f"ABS({x_near('__rm + 1')} - __x0)) ELSE 0 END)")
     pair = f"COALESCE(pd.__d, {cap})"
     dist = (f"CASE WHEN s.__ls > {bb} THEN 0 ELSE GREATEST(1, {pair}) END" if add_remove else pair)
-    return f"""WITH {_ctes(source, v, lower, upper, p, cap - 1, nm)}, {nm.lf} AS (
+    return f"""WITH {_window(values, nm, p, cap - 1)}, {nm.lf} AS (
   SELECT {kc}LEAST(__cum, __r) AS __i, __val AS __x FROM {nm.pts} WHERE __cum - __c + 1 <= __r
   UNION ALL SELECT {kc}0, {lo} FROM {nm.g}
 ), {nm.rt} AS (
   SELECT {kc}GREATEST(__cum - __c + 1, __r) AS __j, __val AS __x FROM {nm.pts} WHERE __cum >= __r
   UNION ALL SELECT {kc}__n + 1, {hi} FROM {nm.g}
 ), {nm.pd} AS (
-  SELECT {nm.cols('a')}MIN(b.__j - a.__i - 1) AS __d
-  FROM {nm.lf} AS a JOIN {nm.rt} AS b ON {nm.match('a', 'b')}b.__x - a.__x > {bb}
-  {nm.group('a')}
+  SELECT {build.leading(ks, 'a')}MIN(b.__j - a.__i - 1) AS __d
+  FROM {nm.lf} AS a JOIN {nm.rt} AS b ON {build.same_keys('a', 'b', ks, f'b.__x - a.__x > {bb}')}
+  {build.group_by(ks, 'a')}
 ), {nm.xs} AS (
-  SELECT {nm.cols('g')}g.__n AS __n, g.__r AS __r, {x_at('g.__r - 1')} AS __xm, {x_at('g.__r')} AS __x0,
-         {x_at('g.__r + 1')} AS __xp, {rank_of('g.__n + 1')} AS __rp, {rank_of('g.__n - 1')} AS __rm
-  FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {nm.match('g', 'w')}TRUE
-  GROUP BY {nm.cols('g')}g.__n, g.__r
+  SELECT {build.leading(ks, 'g')}g.__n AS __n, g.__r AS __r, {x_at('g.__r - 1')} AS __xm, {x_at('g.__r')} AS __x0,
+         {x_at('g.__r + 1')} AS __xp, {_rank('g.__n + 1', p)} AS __rp, {_rank('g.__n - 1', p)} AS __rm
+  FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {build.same_keys('g', 'w', ks)}
+  GROUP BY {build.leading(ks, 'g')}g.__n, g.__r
 ), {nm.ls} AS (
   SELECT *, {ls} AS __ls FROM {nm.xs}
 )
-SELECT {nm.cols('s')}LEAST({cap}, {dist}) AS {dcol}, s.__n AS {ncol}, s.__x0 AS {fcol}
-FROM {nm.ls} AS s LEFT JOIN {nm.pd} AS pd ON {nm.match('s', 'pd')}TRUE"""
+SELECT {build.leading(ks, 's')}LEAST({cap}, {dist}) AS {dcol}, s.__n AS {ncol}, s.__x0 AS {fcol}
+FROM {nm.ls} AS s LEFT JOIN {nm.pd} AS pd ON {build.same_keys('s', 'pd', ks)}"""
+
+
+class WindowSQL(t.Protocol):
+    """What :func:`quantile_subquery` reads of a PTR or smooth release plan."""
+
+    @property
+    def stat(self) -> str: ...
+    @property
+    def lower(self) -> float: ...
+    @property
+    def upper(self) -> float: ...
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    def window_sql(self, values: build.Values) -> str:
+        """The per-group SELECT of the quantile's data-dependent quantities over ``values``."""
+        ...
+
+
+def quantile_subquery(prep: WindowSQL, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+    """The subquery of PTR and smooth: none for the mean (n alone is enough), else the
+    quantities of ``prep.window_sql`` per group, in the columns ``prep.columns``."""
+    if prep.stat == "mean":
+        return None
+    assert v is not None
+    values = build.Values(source, tuple(keys), v, prep.lower, prep.upper)
+    return raw_select(prep.window_sql(values), [*keys, *prep.columns])
 
 
 def count_and_mean(stat: str, v: exp.Expression | None) -> dict[str, exp.Expression]:

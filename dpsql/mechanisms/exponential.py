@@ -34,10 +34,10 @@ The clip at D + B
     of ranks R+1..R' are needed. The tails' total weight is part of the draw: the output has
     exactly the mechanism's distribution.
 
-SQL (per group, two passes over the source)
-    A histogram of 4096 equal-width buckets over [L, U] (count, min, max; cumulative counts by
-    a window function), an upper bound on D from it, and the buckets holding a rank of the
-    window; then an exact histogram (GROUP BY value) of the rows of those buckets that hold
+SQL (per group, two passes over the source: :func:`dpsql.sql.build.order_statistics`)
+    A histogram of 4096 (``build.BUCKETS``) equal-width buckets over [L, U] (count, min, max;
+    cumulative counts by a window function), an upper bound on D from it, and the buckets
+    holding a rank of the window; then an exact histogram (GROUP BY value) of the rows of those buckets that hold
     more than one distinct value, found through a value-range filter. A column with few
     distinct values (ages) needs nothing from the second pass. Only the window's distinct
     values, with counts and cumulative ranks, come back: a few hundred numbers per group.
@@ -54,6 +54,7 @@ from sqlglot import exp
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError, PrivacyError
+from dpsql.sql import build
 from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 
@@ -63,8 +64,6 @@ if t.TYPE_CHECKING:
 
 #: ε'·B: a candidate farther than D + B ranks from p·n weighs e^{-TAIL} of the best one.
 TAIL = 64.0
-#: Buckets of the first (coarse) histogram pass.
-BUCKETS = 1 << 12
 #: Extra ranks fetched on each side of the window, absorbing floating-point rounding in SQL.
 SLACK = 2
 
@@ -213,70 +212,28 @@ def rank_error(eps_prime: float, lower: float, upper: float, confidence: float) 
 # -- SQL ---------------------------------------------------------------------------------------
 
 
-def _num(x: float) -> str:
-    return f"CAST({float(x)!r} AS DOUBLE)"
+def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> str:
+    """Per group: the distinct values with ranks near p·n, as ``LIST({v, c, r})`` in ``column``.
 
-
-def ranks_sql(source: str, keys: list[str], v: str, lower: float, upper: float, p: float, b: int,
-              column: str) -> str:
-    """Per group: the distinct values with ranks near p·n, as ``LIST({v, c, r})`` in ``column``."""
-    kc = "".join(f"{k}, " for k in keys)
-    part = ("PARTITION BY " + ", ".join(keys) + " ") if keys else ""
-    scale = BUCKETS / (upper - lower)
-
-    def bucket(x: str) -> str:
-        return f"CAST(({x} - {_num(lower)}) * {_num(scale)} AS BIGINT)"
-
-    on = "".join(f"s.{k} IS NOT DISTINCT FROM r.{k} AND " for k in keys)
-    don = " AND ".join(f"w.{k} IS NOT DISTINCT FROM d.{k}" for k in keys) or "TRUE"
-    rkc = "".join(f"r.{k}, " for k in keys)
-    wkc = "".join(f"w.{k}, " for k in keys)
-    group = f"GROUP BY {', '.join(keys)}" if keys else ""
-    ekc = "".join(f"e.{k}, " for k in keys)
-    xon = " AND ".join(f"e.{k} IS NOT DISTINCT FROM x.{k}" for k in keys) or "TRUE"
-    egroup = f"GROUP BY {', '.join('e.' + k for k in keys)}" if keys else ""
+    The window is [p·n − D − B, p·n + D + B] widened by SLACK, first with the upper bound on D
+    that the histogram gives (its buckets' last values are candidates), then with D itself.
+    """
+    nm, ks = build.scratch(tag), values.keys
+    p_, hi, reach = build.literal(p, double=True), build.literal(values.upper, double=True), b + SLACK
+    bucket_d = (f"COALESCE(MIN(ABS(__cum - {p_} * __n)) FILTER (WHERE __hi < {hi}) "
+                f"{build.over(build.partition_by(ks))}, {p_} * __n)")
+    near = f"__cum >= {p_} * __n - __d - {reach} AND __cum - __c <= {p_} * __n + __d + {reach}"
+    d = "LEAST(e.__d, COALESCE(x.__dv, e.__d))"
     return f"""
-WITH __eb AS (
-  SELECT {kc}{bucket(v)} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
-  FROM {source} WHERE {v} IS NOT NULL GROUP BY ALL
-), __ew AS (
-  SELECT *, SUM(__c) OVER ({part}ORDER BY __b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __r,
-         SUM(__c) OVER ({part.strip()}) AS __n
-  FROM __eb
-), __ed AS (
-  SELECT {kc}COALESCE(MIN(ABS(__r - {_num(p)} * __n)) FILTER (WHERE __hi < {_num(upper)}),
-                      ANY_VALUE({_num(p)} * __n)) AS __d
-  FROM __ew {group}
-), __es AS (
-  SELECT {wkc}w.__b, w.__c, w.__lo, w.__hi, w.__r, w.__n, d.__d
-  FROM __ew AS w JOIN __ed AS d ON {don}
-  WHERE w.__r >= {_num(p)} * w.__n - d.__d - {b + SLACK}
-    AND w.__r - w.__c <= {_num(p)} * w.__n + d.__d + {b + SLACK}
-), __er AS (
-  SELECT * FROM __es WHERE __lo < __hi
-), __ef AS (
-  SELECT {rkc}r.__b AS __b, s.{v} AS __val, COUNT(*) AS __c,
-         ANY_VALUE(r.__r - r.__c) AS __below, ANY_VALUE(r.__n) AS __n, ANY_VALUE(r.__d) AS __d
-  FROM (SELECT {kc}{v}, {bucket(v)} AS __sb FROM {source}
-        WHERE {v} >= (SELECT MIN(__lo) FROM __er) AND {v} <= (SELECT MAX(__hi) FROM __er)) AS s
-  JOIN __er AS r ON {on}s.__sb = r.__b
-  GROUP BY ALL
-), __ev AS (
-  SELECT {kc}__lo AS __val, __c, __r, __n, __d FROM __es WHERE __lo = __hi
-  UNION ALL
-  SELECT {kc}__val, __c,
-         __below + SUM(__c) OVER (PARTITION BY {kc}__b ORDER BY __val
-                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __r, __n, __d
-  FROM __ef
-), __vd AS (
-  SELECT {kc}MIN(ABS(__r - {_num(p)} * __n)) FILTER (WHERE __val < {_num(upper)} OR __r < __n) AS __dv
-  FROM __ev {group}
+WITH {build.order_statistics(values, nm, near, {"__d": bucket_d})}, {nm.vd} AS (
+  SELECT {build.leading(ks)}MIN(ABS(__cum - {p_} * __n)) FILTER (WHERE __val < {hi} OR __cum < __n) AS __dv
+  FROM {nm.pts} {build.group_by(ks)}
 )
-SELECT {ekc}LIST({{'v': e.__val, 'c': e.__c, 'r': e.__r}} ORDER BY e.__val) AS {column}
-FROM __ev AS e JOIN __vd AS x ON {xon}
-WHERE e.__r >= {_num(p)} * e.__n - LEAST(e.__d, COALESCE(x.__dv, e.__d)) - {b + SLACK}
-  AND e.__r - e.__c <= {_num(p)} * e.__n + LEAST(e.__d, COALESCE(x.__dv, e.__d)) + {b + SLACK}
-{egroup}
+SELECT {build.leading(ks, 'e')}LIST({{'v': e.__val, 'c': e.__c, 'r': e.__cum}} ORDER BY e.__val) AS {column}
+FROM {nm.pts} AS e JOIN {nm.vd} AS x ON {build.same_keys('e', 'x', ks)}
+WHERE e.__cum >= {p_} * e.__n - {d} - {reach}
+  AND e.__cum - e.__c <= {p_} * e.__n + {d} + {reach}
+{build.group_by(ks, 'e')}
 """
 
 
@@ -307,7 +264,8 @@ class _QuantilePrepared(Prepared):
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
         assert v is not None
-        sql = ranks_sql(source, keys, v, self.lower, self.upper, self.p, self.b, self.column)
+        values = build.Values(source, tuple(keys), v, self.lower, self.upper)
+        sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
         return raw_select(sql, [*keys, self.column])
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
@@ -332,7 +290,7 @@ class _QuantilePrepared(Prepared):
             "weights": (f"exp(-{fmt(self.eps_prime)}·|i - {self.p:g}·n|) per point of the grid "
                         f"2^{grid(self.lower, self.upper)}"),
             "sql": (f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
-                    f"({BUCKETS}-bucket histogram, then exact values)"),
+                    f"({build.BUCKETS}-bucket histogram, then exact values)"),
         }
 
 

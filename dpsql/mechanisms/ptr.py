@@ -57,18 +57,8 @@ from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
 from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import (
-    Context,
-    Mechanism,
-    Prepared,
-    ReportEntry,
-    clamp,
-    finite_in,
-    fmt,
-    num,
-    raw_select,
-    register,
-)
+from dpsql.sql import build
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, finite_in, fmt, num, register
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -127,12 +117,13 @@ class _PTRPrepared(Prepared):
         return datadep.count_and_mean(self.stat, v)
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        if self.stat == "mean":
-            return None
-        assert v is not None and self.p is not None
-        sql = datadep.distance_sql(source, keys, v, self.lower, self.upper, self.p, self.b, self.cap,
-                                   self.cal.relation == sens.ADD_REMOVE, self.columns)
-        return raw_select(sql, [*keys, *self.columns])
+        return datadep.quantile_subquery(self, source, keys, v)
+
+    def window_sql(self, values: build.Values) -> str:
+        """D, n and x_r per group (:func:`dpsql.mechanisms.datadep.distance_sql`)."""
+        assert self.p is not None
+        return datadep.distance_sql(values, p=self.p, bound=self.b, cap=self.cap,
+                                    add_remove=self.cal.relation == sens.ADD_REMOVE, columns=self.columns)
 
     # -- release -----------------------------------------------------------------------------
 

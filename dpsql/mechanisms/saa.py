@@ -51,6 +51,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, PrivacyError
 from dpsql.mechanisms import exponential as _em
+from dpsql.sql import build
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
@@ -96,32 +97,29 @@ def chunk_sql(source: str, unit_key: str, k: int) -> str:
     row-level privacy a hash of the whole row of the base table (all its columns, not only the
     ones the query reads, so that rows sharing a value still spread over the chunks).
     """
-    return f"CAST(HASH(__u) % {int(k)} AS BIGINT)"
+    return f"CAST(HASH({build.UNIT}) % {int(k)} AS BIGINT)"
 
 
 def chunks_sql(source: str, keys: list[str], f: str, unit_key: str, k: int, lower: float,
                upper: float, column: str) -> str:
     """Per group: ``LIST`` of the k clipped chunk answers, ordered by chunk."""
-    kc = "".join(f"{key}, " for key in keys)
-    akc = "".join(f"a.{key}, " for key in keys)
-    on = "".join(f"a.{key} IS NOT DISTINCT FROM c.{key} AND " for key in keys)
-    lo, hi, mid = (f"CAST({x!r} AS DOUBLE)" for x in (float(lower), float(upper), (lower + upper) / 2.0))
+    nm, chunk = build.scratch("c"), build.CHUNK
+    lo, hi, mid = (build.literal(x, double=True) for x in (lower, upper, (lower + upper) / 2.0))
     if keys:
-        every = (f"SELECT {', '.join('g.' + key for key in keys)}, r.range AS __chunk "
+        every = (f"SELECT {build.leading(keys, 'g')}r.range AS {chunk} "
                  f"FROM (SELECT DISTINCT {', '.join(keys)} FROM {source}) AS g CROSS JOIN range({k}) AS r")
     else:
-        every = f"SELECT range AS __chunk FROM range({k})"
-    group = f"GROUP BY {', '.join('a.' + key for key in keys)}" if keys else ""
+        every = f"SELECT range AS {chunk} FROM range({k})"
     return f"""
-WITH __cv AS (
-  SELECT {kc}{chunk_sql(source, unit_key, k)} AS __chunk, TRY_CAST({f} AS DOUBLE) AS __a
+WITH {nm.answers} AS (
+  SELECT {build.leading(keys)}{chunk_sql(source, unit_key, k)} AS {chunk}, TRY_CAST({f} AS DOUBLE) AS __a
   FROM {source} GROUP BY ALL
-), __ca AS ({every})
-SELECT {akc}LIST(CASE WHEN c.__a IS NULL OR ISNAN(c.__a) THEN {mid}
+), {nm.every} AS ({every})
+SELECT {build.leading(keys, 'a')}LIST(CASE WHEN c.__a IS NULL OR ISNAN(c.__a) THEN {mid}
                       WHEN c.__a < {lo} THEN {lo} WHEN c.__a > {hi} THEN {hi}
-                      ELSE c.__a END ORDER BY a.__chunk) AS {column}
-FROM __ca AS a LEFT JOIN __cv AS c ON {on}a.__chunk = c.__chunk
-{group}
+                      ELSE c.__a END ORDER BY a.{chunk}) AS {column}
+FROM {nm.every} AS a LEFT JOIN {nm.answers} AS c ON {build.same_keys('a', 'c', keys, f'a.{chunk} = c.{chunk}')}
+{build.group_by(keys, 'a')}
 """
 
 
@@ -134,11 +132,11 @@ def assignment_sql(rewritten_sql: str, unit_key: str, k: int) -> str:
     ctes = []
     for cte in tree.args["with_"].expressions:
         ctes.append(cte.sql(dialect="duckdb"))
-        if cte.alias_or_name == "__src":
+        if cte.alias_or_name == build.SRC:
             break
-    chunk = chunk_sql("__src", unit_key, k)
+    chunk = chunk_sql(build.SRC, unit_key, k)
     return (f"WITH {', '.join(ctes)} SELECT {chunk} AS chunk, COUNT(*) AS rows, "
-            f"SUM(HASH(__src)) AS content FROM __src GROUP BY ALL ORDER BY chunk")
+            f"SUM(HASH({build.SRC})) AS content FROM {build.SRC} GROUP BY ALL ORDER BY chunk")
 
 
 class _SaaPrepared(Prepared):
@@ -176,7 +174,7 @@ class _SaaPrepared(Prepared):
             return f"AVG({x})"
         if stat == "median":
             return f"MEDIAN({x})"
-        return f"QUANTILE_CONT({x}, {float(self.agg.quantile)!r})"
+        return f"QUANTILE_CONT({x}, {build.literal(float(self.agg.quantile))})"
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
         return {}

@@ -55,18 +55,8 @@ from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, OptionError
 from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import (
-    Context,
-    Mechanism,
-    Prepared,
-    ReportEntry,
-    clamp,
-    finite_in,
-    fmt,
-    num,
-    raw_select,
-    register,
-)
+from dpsql.sql import build
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, finite_in, fmt, num, register
 
 if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
@@ -116,11 +106,13 @@ class _SmoothPrepared(Prepared):
         return datadep.count_and_mean(self.stat, v)
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        if self.stat == "mean":
-            return None
-        assert v is not None and self.p is not None
-        sql = datadep.points_sql(source, keys, v, self.lower, self.upper, self.p, self.k, *self.columns)
-        return raw_select(sql, [*keys, *self.columns])
+        return datadep.quantile_subquery(self, source, keys, v)
+
+    def window_sql(self, values: build.Values) -> str:
+        """The window's order statistics and n per group (:func:`dpsql.mechanisms.datadep.points_sql`)."""
+        assert self.p is not None
+        column, n_column = self.columns
+        return datadep.points_sql(values, p=self.p, half=self.k, column=column, n_column=n_column)
 
     # -- release -----------------------------------------------------------------------------
 

@@ -87,6 +87,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction: committed at the end of the block, rolled back
+    (as far as SQLite still can) when anything escapes it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
 def _connect(target: str | None) -> sqlite3.Connection:
     """Connect with explicit transactions (BEGIN is ours); ``None`` means in memory."""
     if target is None:
@@ -317,27 +332,19 @@ class Ledger:
         if cost.is_zero():
             return 0
         amount = to_kind(cost, self.kind)
-        with self._db("could not be charged") as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                total = _header_total(conn, self._name)
-                if not _same_total(total, self.budget.total):
-                    raise LedgerError(
-                        f"the total of budget ledger {self._name} was changed to "
-                        f"{format_total(total, self.kind)} after it was opened with "
-                        f"{format_total(self.budget.total, self.kind)}; open it again")
-                self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
-                cur = conn.execute(
-                    "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (_now(), amount.epsilon, amount.delta, amount.rho, str(query), str(detail)))
-                entry_id = int(cur.lastrowid or 0)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
+        with self._db("could not be charged") as conn, _immediate(conn):
+            total = _header_total(conn, self._name)
+            if not _same_total(total, self.budget.total):
+                raise LedgerError(
+                    f"the total of budget ledger {self._name} was changed to "
+                    f"{format_total(total, self.kind)} after it was opened with "
+                    f"{format_total(self.budget.total, self.kind)}; open it again")
+            self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
+            cur = conn.execute(
+                "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (_now(), amount.epsilon, amount.delta, amount.rho, str(query), str(detail)))
+            entry_id = int(cur.lastrowid or 0)
         return entry_id
 
     def set_total(self, budget: Budget, reason: str) -> Cost:
@@ -356,8 +363,7 @@ class Ledger:
             raise LedgerError(f"budget ledger {self._name} accounts in {KIND_NAMES[self.kind]}; "
                               f"its total cannot become {budget.kind_name}: use a separate ledger")
         with self._db("could not change its total") as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 old = _header_total(conn, self._name)
                 changed = not _same_total(old, budget.total)
                 new = budget.total if changed else old
@@ -370,12 +376,6 @@ class Ledger:
                     conn.execute(
                         "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
                         " VALUES (?, 0, 0, 0, ?, ?)", (_now(), reason.strip(), change))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
             self.budget = Budget(new)  # what the header now records
         return old
 

@@ -223,14 +223,8 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise PolicyError("group_size must be an integer >= 1")
-    return Policy(
-        tables=tables,
-        budget=budget,
-        neighbouring=neighbouring,
-        ledger=ledger,
-        group_size=group_size,
-        source=source,
-    )
+    return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
+                  group_size=group_size, source=source)
 
 
 def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:

@@ -28,10 +28,11 @@ from dpsql.errors import BindError, PrivacyError
 from dpsql.sql.guards import check_functions, check_statement
 from dpsql.sql.options import Options, parse_options
 from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql import build
+from dpsql.sql.build import BASE
 from dpsql.sql.postprocess import build_outer
 from dpsql.sql.statistics import Statistic
 from dpsql.sql.scope import (
-    BASE,
     Catalog,
     Relation,
     base_column,
@@ -376,7 +377,7 @@ def _bind_dp_agg(node: DPAgg, rel: Relation, index: int) -> tuple[exp.Expression
             expr = rel.substitute(v, label)
             if numeric:
                 expr = exp.TryCast(this=expr, to=exp.DataType.build("DOUBLE"))
-            col = f"__i{index}_{len(args)}"
+            col = build.argument(index, len(args))
             args.append((col, expr))
             new.append(exp.column(col))
         out.set(key, new if isinstance(value, list) else new[0])

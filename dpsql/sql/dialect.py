@@ -50,77 +50,60 @@ __all__ = [
 class DPAggregate(exp.AggFunc):
     """Base of every DP aggregate. ``this`` is the argument (``Star`` for ``DP_COUNT(*)``).
 
-    ``lower``/``upper`` are optional literal bounds given in the call. Each concrete class
-    names the :class:`~dpsql.sql.statistics.Statistic` it computes, which carries its default
-    mechanism and the other facts the planner needs.
+    ``lower``/``upper`` are optional literal bounds given in the call. A subclass gives its SQL
+    names and the :class:`~dpsql.sql.statistics.Statistic` it computes (which carries its default
+    mechanism and the other facts the planner needs) in its class line,
+    ``class DPSum(..., names=("DP_SUM",), statistic=Statistic.SUM)``, and its ``arg_types`` only
+    when they are not ``x [, lower, upper]``.
     """
 
     #: what the mechanisms compute (``Statistic.COUNT``, ``Statistic.SUM``, ...)
     statistic: t.ClassVar[Statistic]
+    #: the arguments of most DP aggregates: ``x [, lower, upper]``
+    arg_types = {"this": True, "lower": False, "upper": False}
+
+    def __init_subclass__(cls, names: tuple[str, ...] = (), statistic: Statistic | None = None,
+                          **kwargs: t.Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if names:
+            assert statistic is not None
+            cls._sql_names, cls.statistic = list(names), statistic
 
 
-class DPCount(exp.Expression, DPAggregate):
+class DPCount(exp.Expression, DPAggregate, names=("DP_COUNT",), statistic=Statistic.COUNT):
     arg_types = {"this": False}
-    _sql_names = ["DP_COUNT"]
-    statistic = Statistic.COUNT
 
 
-class DPSum(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_SUM"]
-    statistic = Statistic.SUM
+class DPSum(exp.Expression, DPAggregate, names=("DP_SUM",), statistic=Statistic.SUM): ...
 
 
-class DPMean(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MEAN", "DP_AVG"]
-    statistic = Statistic.MEAN
+class DPMean(exp.Expression, DPAggregate, names=("DP_MEAN", "DP_AVG"), statistic=Statistic.MEAN): ...
 
 
-class DPVar(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_VAR", "DP_VARIANCE"]
-    statistic = Statistic.VAR
+class DPVar(exp.Expression, DPAggregate, names=("DP_VAR", "DP_VARIANCE"), statistic=Statistic.VAR): ...
 
 
-class DPStddev(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_STDDEV", "DP_STD"]
-    statistic = Statistic.STDDEV
+class DPStddev(exp.Expression, DPAggregate, names=("DP_STDDEV", "DP_STD"), statistic=Statistic.STDDEV): ...
 
 
-class DPMedian(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MEDIAN"]
-    statistic = Statistic.MEDIAN
+class DPMedian(exp.Expression, DPAggregate, names=("DP_MEDIAN",), statistic=Statistic.MEDIAN): ...
 
 
-class DPQuantile(exp.Expression, DPAggregate):
+class DPQuantile(exp.Expression, DPAggregate, names=("DP_QUANTILE", "DP_PERCENTILE"),
+                 statistic=Statistic.QUANTILE):
     """``DP_QUANTILE(x, p [, lower, upper])``: ``quantile`` holds p."""
 
     arg_types = {"this": True, "quantile": True, "lower": False, "upper": False}
-    _sql_names = ["DP_QUANTILE", "DP_PERCENTILE"]
-    statistic = Statistic.QUANTILE
 
 
-class DPMin(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MIN"]
-    statistic = Statistic.MIN
+class DPMin(exp.Expression, DPAggregate, names=("DP_MIN",), statistic=Statistic.MIN): ...
 
 
-class DPMax(exp.Expression, DPAggregate):
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_MAX"]
-    statistic = Statistic.MAX
+class DPMax(exp.Expression, DPAggregate, names=("DP_MAX",), statistic=Statistic.MAX): ...
 
 
-class DPAgg(exp.Expression, DPAggregate):
+class DPAgg(exp.Expression, DPAggregate, names=("DP_AGG",), statistic=Statistic.AGG):
     """``DP_AGG(aggregate_expression, lower, upper)``: any DuckDB aggregate via sample-and-aggregate."""
-
-    arg_types = {"this": True, "lower": False, "upper": False}
-    _sql_names = ["DP_AGG"]
-    statistic = Statistic.AGG
 
 
 DP_FUNCTIONS: dict[str, type[DPAggregate]] = {

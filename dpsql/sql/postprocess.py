@@ -15,15 +15,15 @@ import typing as t
 
 from sqlglot import exp
 
+from dpsql.sql import build
 from dpsql.sql.allow import check_rowwise
+from dpsql.sql.build import NOISY
 from dpsql.sql.dialect import DPAggregate
 from dpsql.errors import BindError, PrivacyError
 from dpsql.sql.total import total
 
 if t.TYPE_CHECKING:
     from dpsql.sql.scope import Relation
-
-NOISY = "__noisy"
 
 
 def _label(node: exp.Expression) -> str:
@@ -54,9 +54,9 @@ def build_outer(
 
         def swap(n: exp.Expression) -> exp.Expression:
             if id(n) in copies:
-                col = exp.column(f"__a{copies[id(n)]}")
+                col = exp.column(build.agg(copies[id(n)]))
             elif not isinstance(n, exp.Literal) and n.sql(dialect="duckdb") in group_keys:
-                col = exp.column(f"__k{group_keys.index(n.sql(dialect='duckdb'))}")
+                col = exp.column(build.key(group_keys.index(n.sql(dialect="duckdb"))))
             else:
                 return n
             made.add(id(col))
@@ -114,7 +114,7 @@ def build_outer(
         outer.set("order", order)
     elif group_exprs:
         # Without ORDER BY, rows come back in key order rather than hash-join order.
-        outer = outer.order_by(*[exp.column(f"__k{j}") for j in range(len(group_exprs))])
+        outer = outer.order_by(*[exp.column(k) for k in build.keys(len(group_exprs))])
     for key in ("limit", "offset"):
         clause = select.args.get(key)
         if clause:

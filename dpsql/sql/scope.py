@@ -24,15 +24,12 @@ from sqlglot import exp
 
 from dpsql.sql.allow import check_rowwise
 from dpsql.errors import BindError, PolicyError, PrivacyError
+from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.privacy.policy import Policy, TablePolicy
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
 
-#: The alias under which the rewrite reads the base table; users cannot write it (reserved).
-BASE = "__t"
-#: Names starting with this are reserved for the rewrite.
-RESERVED_PREFIX = "__"
 #: Levels of CTEs and subqueries a FROM chain may have.
 MAX_DEPTH = 16
 

@@ -1,0 +1,231 @@
+"""Names and shared pieces of the SQL that dpsql generates.
+
+Every name a generated statement introduces (CTEs, aliases, columns) is defined here, and all
+of them start with ``__`` (:data:`RESERVED_PREFIX`), which the binder refuses in queries
+(:func:`dpsql.sql.scope.check_reserved`): no name a user writes can stand for one of them.
+
+The pieces are text. Their shapes are fixed, and building trees with sqlglot's builders (which
+copy and re-parse) would cost most of the planning time; only string literals go through
+sqlglot, for its quoting.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing as t
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+# -- reserved names ------------------------------------------------------------------------------
+
+#: Names starting with this are reserved for the generated SQL.
+RESERVED_PREFIX = "__"
+#: The alias under which the rewrite reads the base table.
+BASE = "__t"
+#: The CTE of source rows: group keys, clipped values and the privacy unit, one row per table row.
+SRC = "__src"
+#: The CTE of exact statistics, one row per group.
+STATS = "__stats"
+#: The public key domain, ``(VALUES ...) AS __keys(__k0, ...)``.
+KEYS = "__keys"
+#: The table of released rows that the post-processing SELECT reads.
+NOISY = "__noisy"
+#: The privacy unit in ``__src``: the id, or a hash of the whole row of the base table.
+UNIT = "__u"
+#: The one column of ``__src`` when nothing else is needed.
+ROW = "__row"
+#: The rows of a group, counted for τ-thresholding of its key.
+KEY_COUNT = "__keys_n"
+#: The rows of a group, counted when the statistics need nothing else.
+ROWS = "__rows"
+#: The chunk of a source row (sample and aggregate).
+CHUNK = "__chunk"
+#: The alias of a subquery carried as verbatim text.
+RAW = "__q"
+
+
+def key(j: int) -> str:
+    """The ``j``-th group key, in ``__src``, ``__stats`` and ``__noisy``."""
+    return f"__k{j}"
+
+
+def keys(count: int) -> list[str]:
+    """The names of ``count`` group keys."""
+    return [key(j) for j in range(count)]
+
+
+def value(i: int) -> str:
+    """The clipped argument of DP aggregate ``i`` in ``__src``."""
+    return f"__v{i}"
+
+
+def agg(i: int) -> str:
+    """The released value of DP aggregate ``i`` in ``__noisy``."""
+    return f"__a{i}"
+
+
+def argument(i: int, j: int) -> str:
+    """The ``j``-th argument of DP_AGG ``i``'s inner aggregate, as a column of ``__src``."""
+    return f"__i{i}_{j}"
+
+
+def subquery(i: int) -> str:
+    """The CTE of DP aggregate ``i``'s per-group subquery."""
+    return f"__sq{i}"
+
+
+def stat(i: int, name: str) -> str:
+    """The result column of statistic ``name`` of DP aggregate ``i``."""
+    return f"a{i}_{name}"
+
+
+class Scratch:
+    """The names of one subquery's own CTEs and columns: ``scratch("w").pts == "__w_pts"``."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def __getattr__(self, part: str) -> str:
+        if part.startswith("_"):
+            raise AttributeError(part)
+        name = f"{RESERVED_PREFIX}{self.tag}_{part}"
+        setattr(self, part, name)  # from now on a plain attribute
+        return name
+
+
+@functools.cache
+def scratch(tag: str) -> Scratch:
+    """The :class:`Scratch` names of ``tag`` (one object per tag: names are made once)."""
+    return Scratch(tag)
+
+
+# -- literals ------------------------------------------------------------------------------------
+
+
+def literal(x: t.Any, *, double: bool = False) -> str:
+    """A Python value as a SQL literal: NULL, TRUE or FALSE, a number (its ``repr``), or a
+    quoted string; with ``double``, the number ``float(x)`` as ``CAST(... AS DOUBLE)``."""
+    if double:
+        return f"CAST({float(x)!r} AS DOUBLE)"
+    if x is None:
+        return "NULL"
+    if isinstance(x, bool):
+        return "TRUE" if x else "FALSE"
+    if isinstance(x, (int, float)):
+        return repr(x)
+    return exp.Literal.string(str(x)).sql(dialect="duckdb")
+
+
+# -- group keys ----------------------------------------------------------------------------------
+
+
+def leading(names: t.Sequence[str], alias: str = "") -> str:
+    """``a.k0, a.k1, ``: each name (qualified by ``alias``) and a comma, to open a column list."""
+    dot = f"{alias}." if alias else ""
+    return "".join(f"{dot}{name}, " for name in names)
+
+
+def same_keys(left: str, right: str, names: t.Sequence[str], *also: str) -> str:
+    """The join of two per-group relations: ``left.k IS NOT DISTINCT FROM right.k`` for every
+    key (NULL is a key like any other), then the conditions ``also``; ``TRUE`` if none."""
+    terms = [f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in names]
+    return " AND ".join([*terms, *also]) or "TRUE"
+
+
+def group_by(names: t.Sequence[str], alias: str = "") -> str:
+    """``GROUP BY a.k0, ...``, or nothing without keys."""
+    return ("GROUP BY " + leading(names, alias)[:-2]) if names else ""
+
+
+def partition_by(names: t.Sequence[str]) -> str:
+    """``PARTITION BY k0, ...``, or nothing without keys."""
+    return ("PARTITION BY " + ", ".join(names)) if names else ""
+
+
+def over(*clauses: str) -> str:
+    """A window: ``OVER (clause ...)`` with the empty clauses left out."""
+    return "OVER (" + " ".join([c for c in clauses if c]) + ")"
+
+
+#: A window frame from the first row of the partition to the current one (cumulative sums).
+UP_TO_HERE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+
+
+# -- order statistics ----------------------------------------------------------------------------
+
+#: Buckets of the order-statistics histogram (a power of two: a cheap hash aggregate, and few
+#: distinct values per bucket). They decide only which rows the second pass reads.
+BUCKETS = 1 << 12
+
+
+@dataclass(frozen=True)
+class Values:
+    """The clipped values of one DP aggregate: column ``value`` of the CTE ``source``, in
+    [``lower``, ``upper``], per group of ``keys``."""
+
+    source: str
+    keys: tuple[str, ...]
+    value: str
+    lower: float
+    upper: float
+
+
+def order_statistics(values: Values, names: Scratch, near: str,
+                     extra: t.Mapping[str, str] | None = None, buckets: int = BUCKETS) -> str:
+    """CTEs (the text after ``WITH``) for the distinct values of a window of ranks, per group,
+    in two passes over ``values.source`` and no sort of the table.
+
+    A histogram of ``buckets`` equal-width buckets on [L, U] (per group and bucket ``__b``: the
+    count ``__c``, ``__lo`` and ``__hi``); window sums give each bucket its cumulative count
+    ``__cum`` and the group its size ``__n``. ``extra`` adds columns to the histogram rows
+    (name → SQL over those columns; it may use windows over the group,
+    ``OVER (partition_by(values.keys))``). The buckets meeting the window are expanded to their
+    distinct values: a bucket with one value is exact as it is, the values of the others are
+    counted in a second pass over the rows inside their range.
+
+    ``near`` says whether a rank range (``__cum`` − ``__c``, ``__cum``] meets the window; it may
+    use ``__n`` and the ``extra`` columns. Two CTEs are for the caller:
+
+    * ``names.hist``: the histogram, one row per group and bucket (with ``__n`` and ``extra``);
+    * ``names.pts``: the distinct values ``__val`` whose rank range meets the window, with
+      multiplicity ``__c``, cumulative rank ``__cum``, ``__n`` and the ``extra`` columns.
+
+    Buckets only decide which rows the second pass reads: ``pts`` is the same for any count.
+    """
+    src, v, ks = values.source, values.value, values.keys
+    scale = buckets / (values.upper - values.lower)
+
+    # ⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own
+    bucket = f"CAST(FLOOR(({v} - {literal(values.lower, double=True)}) * {literal(scale, double=True)}) AS BIGINT)"
+
+    kc, part = leading(ks), partition_by(ks)
+    added = "".join(f", {sql} AS {name}" for name, sql in (extra or {}).items())
+    carried = ["__n", *(extra or {})]
+    carry = ", ".join(carried)
+    return f"""{names.h} AS (
+  SELECT {kc}{bucket} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
+  FROM {src} WHERE {v} IS NOT NULL GROUP BY ALL
+), {names.hist} AS (
+  SELECT *{added}
+  FROM (SELECT *, SUM(__c) {over(part, "ORDER BY __b", UP_TO_HERE)} AS __cum,
+               SUM(__c) {over(part)} AS __n FROM {names.h})
+), {names.need} AS (
+  SELECT * FROM {names.hist} WHERE {near}
+), {names.multi} AS (
+  SELECT {kc}__b, __cum - __c AS __below, {carry}, __lo, __hi FROM {names.need} WHERE __lo < __hi
+), {names.vals0} AS (
+  SELECT {kc}{bucket} AS __b, {v} AS __val, COUNT(*) AS __c FROM {src}
+  WHERE {v} BETWEEN (SELECT MIN(__lo) FROM {names.multi}) AND (SELECT MAX(__hi) FROM {names.multi})
+  GROUP BY ALL
+), {names.vals} AS (
+  SELECT {leading(ks, 'm')}m.__b, a.__val, a.__c, m.__below, {', '.join('m.' + c for c in carried)}
+  FROM {names.vals0} AS a JOIN {names.multi} AS m ON {same_keys('a', 'm', ks, 'a.__b = m.__b')}
+), {names.pts} AS (
+  SELECT * FROM (
+    SELECT {kc}__lo AS __val, __c, __cum, {carry} FROM {names.need} WHERE __lo = __hi
+    UNION ALL
+    SELECT {kc}__val, __c, __below + SUM(__c) {over(f"PARTITION BY {kc}__b", "ORDER BY __val", UP_TO_HERE)}
+             AS __cum, {carry} FROM {names.vals}
+  ) WHERE {near}
+)"""
