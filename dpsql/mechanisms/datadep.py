@@ -273,3 +273,16 @@ def count_and_mean(stat: str, v: exp.Expression | None) -> dict[str, exp.Express
     if stat == "mean":
         out["mean"] = exp.Avg(this=v.copy())
     return out
+
+
+class QuantileSQL:
+    """The SQL half of a PTR or smooth release plan: ``stats`` and ``subquery`` from
+    :func:`count_and_mean` and :func:`quantile_subquery`; the class supplies ``window_sql``."""
+
+    stat: str
+
+    def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
+        return count_and_mean(self.stat, v)
+
+    def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+        return quantile_subquery(t.cast(WindowSQL, self), source, keys, v)

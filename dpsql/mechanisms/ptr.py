@@ -49,7 +49,6 @@ from __future__ import annotations
 import math
 import typing as t
 
-from sqlglot import exp
 
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
@@ -91,7 +90,7 @@ def continuous_threshold(epsilon: float, delta: float) -> float:
     return math.log(1.0 / (2.0 * delta)) / epsilon
 
 
-class _PTRPrepared(Prepared):
+class _PTRPrepared(datadep.QuantileSQL, Prepared):
     mechanism = "ptr"
 
     def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
@@ -112,12 +111,6 @@ class _PTRPrepared(Prepared):
         self.columns = (f"a{i}_ptr_d", f"a{i}_ptr_n", f"a{i}_ptr_f")
 
     # -- SQL ---------------------------------------------------------------------------------
-
-    def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
-        return datadep.count_and_mean(self.stat, v)
-
-    def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        return datadep.quantile_subquery(self, source, keys, v)
 
     def window_sql(self, values: build.Values) -> str:
         """D, n and x_r per group (:func:`dpsql.mechanisms.datadep.distance_sql`)."""

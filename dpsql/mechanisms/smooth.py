@@ -47,7 +47,6 @@ from __future__ import annotations
 import math
 import typing as t
 
-from sqlglot import exp
 
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
@@ -72,7 +71,7 @@ def cauchy_noise(ctx: Context, cost: Cost) -> bool:
     return choice == "cauchy" or (choice is None and cost.delta <= 0)
 
 
-class _SmoothPrepared(Prepared):
+class _SmoothPrepared(datadep.QuantileSQL, Prepared):
     mechanism = "smooth"
 
     def __init__(self, agg: "BoundAggregate", ctx: Context, cost: Cost) -> None:
@@ -101,12 +100,6 @@ class _SmoothPrepared(Prepared):
         return (self.upper - self.lower + math.ldexp(1.0, self.grid)) / self.alpha
 
     # -- SQL ---------------------------------------------------------------------------------
-
-    def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
-        return datadep.count_and_mean(self.stat, v)
-
-    def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        return datadep.quantile_subquery(self, source, keys, v)
 
     def window_sql(self, values: build.Values) -> str:
         """The window's order statistics and n per group (:func:`dpsql.mechanisms.datadep.points_sql`)."""

@@ -69,14 +69,19 @@ def _number(key: str, node: exp.Expression) -> float:
     raise OptionError(f"option '{key}' must be a number, got {node.sql()}")
 
 
-def _string(key: str, node: exp.Expression, choices: t.Sequence[str]) -> str:
+def _word(node: exp.Expression) -> str | None:
+    """A word written bare or quoted (``laplace``, ``'laplace'``), lower-cased; None if not a word."""
     if isinstance(node, exp.Literal) and node.is_string:
-        value = node.this
-    elif isinstance(node, (exp.Column, exp.Var, exp.Identifier)):
-        value = node.name
-    else:
+        return str(node.this).strip().lower()
+    if isinstance(node, (exp.Column, exp.Var, exp.Identifier)):
+        return str(node.name).strip().lower()
+    return None
+
+
+def _string(key: str, node: exp.Expression, choices: t.Sequence[str]) -> str:
+    value = _word(node)
+    if value is None:
         raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got {node.sql()}")
-    value = value.strip().lower()
     if value not in choices:
         raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got '{value}'")
     return value
@@ -87,13 +92,9 @@ _NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 def _name(key: str, node: exp.Expression) -> str:
     """A word, written bare or quoted (``laplace``, ``'laplace'``), lower-cased."""
-    if isinstance(node, exp.Literal) and node.is_string:
-        value = node.this
-    elif isinstance(node, (exp.Column, exp.Var, exp.Identifier)):
-        value = node.name
-    else:
+    value = _word(node)
+    if value is None:
         raise OptionError(f"option '{key}' must be a name such as 'laplace'; got {node.sql()}")
-    value = value.strip().lower()
     if not _NAME.fullmatch(value):
         raise OptionError(f"option '{key}' must be a name such as 'laplace'; got '{value}'")
     return value
@@ -140,6 +141,16 @@ def _finite(key: str, value: float) -> float:
     return value
 
 
+#: Numeric options: whether a value is allowed, and how the message says what is.
+_RANGES: dict[str, tuple[t.Callable[[float], bool], str]] = {
+    "epsilon": (lambda x: x > 0, "> 0"),
+    "rho": (lambda x: x > 0, "> 0"),
+    "bound": (lambda x: x > 0, "> 0"),
+    "delta": (lambda x: 0 <= x < 1, "in [0, 1)"),
+    "confidence": (lambda x: 0 < x < 1, "in (0, 1)"),
+}
+
+
 def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
     """Validate ``(key, value-node)`` pairs from :meth:`DPQuery.option_items`."""
     values: dict[str, t.Any] = {}
@@ -153,26 +164,12 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = _string(key, node, AGGREGATORS)
         elif key == "noise":
             values[key] = _string(key, node, SMOOTH_NOISE)
-        elif key == "epsilon":
-            eps = _finite(key, _number(key, node))
-            if eps <= 0:
-                raise OptionError(f"option 'epsilon' must be > 0, got {eps:g}")
-            values[key] = eps
-        elif key == "delta":
-            delta = _finite(key, _number(key, node))
-            if not 0 <= delta < 1:
-                raise OptionError(f"option 'delta' must be in [0, 1), got {delta:g}")
-            values[key] = delta
-        elif key == "rho":
-            rho = _finite(key, _number(key, node))
-            if rho <= 0:
-                raise OptionError(f"option 'rho' must be > 0, got {rho:g}")
-            values[key] = rho
-        elif key == "bound":
-            bound = _finite(key, _number(key, node))
-            if bound <= 0:
-                raise OptionError(f"option 'bound' must be > 0, got {bound:g}")
-            values[key] = bound
+        elif key in _RANGES:
+            in_range, allowed = _RANGES[key]
+            x = _finite(key, _number(key, node))
+            if not in_range(x):
+                raise OptionError(f"option '{key}' must be {allowed}, got {x:g}")
+            values[key] = x
         elif key == "chunks":
             chunks = _finite(key, _number(key, node))
             if chunks != int(chunks) or chunks < 2:
@@ -180,11 +177,6 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             if chunks > MAX_CHUNKS:
                 raise OptionError(f"option 'chunks' must be at most {MAX_CHUNKS}, got {int(chunks)}")
             values[key] = int(chunks)
-        elif key == "confidence":
-            conf = _finite(key, _number(key, node))
-            if not 0 < conf < 1:
-                raise OptionError(f"option 'confidence' must be in (0, 1), got {conf:g}")
-            values[key] = conf
         elif key == "keys":
             values[key] = _keys(node)
         else:
