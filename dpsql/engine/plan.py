@@ -111,9 +111,11 @@ class Plan:
 def _context(bound: Bound, policy: Policy) -> Context:
     assert bound.table is not None
     unit = bound.table.privacy_unit
+    # A per-unit subquery has one row per unit, whatever the table's bound.
+    rows = 1 if bound.per_unit else bound.table.max_rows_per_unit
     return Context(
         neighbouring=policy.neighbouring,
-        max_rows=bound.table.max_rows_per_unit * policy.group_size,
+        max_rows=rows * policy.group_size,
         grouped=bool(bound.group_by),
         filtered=bound.filtered,
         options=bound.options,

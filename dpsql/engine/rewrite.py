@@ -110,9 +110,8 @@ def rewrite(plan: Plan) -> Rewritten:
             projections.append(f"{_sql(value)} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             projections.append(f"{_sql(total(expr))} AS {name}")
-    if plan.ctx.unit_key != "row":
-        unit = exp.column(plan.ctx.unit_key, table=BASE, quoted=True)
-        projections.append(f"{_sql(unit)} AS {build.UNIT}")
+    if bound.unit is not None:
+        projections.append(f"{_sql(total(bound.unit))} AS {build.UNIT}")
     elif any(prep.needs_unit for prep in plan.prepared):
         projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed

@@ -33,6 +33,12 @@ MEAN releases a noisy count and a noisy centred sum, then c + Σ̃/max(ñ, 1) cl
 with no WHERE and no GROUP BY, COUNT(*) is public (n) and is released exactly at no cost.
 Every row of the table above is checked against brute force in ``tests/test_additive.py``.
 
+COUNT(DISTINCT x) has COUNT's sensitivity: a unit's m rows hold at most m distinct values, so
+adding or removing the unit moves the count by at most m (a replaced unit: by at most m, and
+across groups as COUNT does). COUNT(DISTINCT unit) counts units: without GROUP BY one unit moves
+it by 1 whatever its rows (× the group size); with GROUP BY a unit's rows can reach m groups,
+one each, so it keeps COUNT's m. Both are checked by brute force in ``tests/test_units_sql.py``.
+
 Exact statistics that are not finite
     The plan refuses bounds for which a sum of N_MAX = 2^63 clipped values (for VAR, of their
     squares) could overflow a double, so the exact parts DuckDB returns are finite. As a last
@@ -114,6 +120,10 @@ class _AdditivePrepared(Prepared):
         self.lower, self.upper = lo, hi
         self.center = (lo + hi) / 2.0
         sens = {} if self.public_count else sensitivities(stat, lo, hi, ctx)
+        if agg.distinct_unit and not ctx.grouped:
+            # DP_COUNT(DISTINCT unit): one unit adds or removes one distinct value, however many
+            # rows it has (× the policy's group size).
+            sens = {"n": sens["n"] / ctx.max_rows * ctx.group_size}
         k = max(len(sens), 1)
         share = Cost(cost.epsilon / k, cost.delta / k, cost.rho / k)
         self.parts = {
@@ -126,6 +136,8 @@ class _AdditivePrepared(Prepared):
         """Raw moments only: centring happens in :meth:`centred` (exact for integer columns,
         and no DECIMAL arithmetic in DuckDB)."""
         if self.stat == "count":
+            if v is not None and self.agg.distinct:
+                return {"n": exp.Count(this=exp.Distinct(expressions=[v.copy()]))}
             return {"n": exp.Count(this=exp.Star() if v is None else v.copy())}
         assert v is not None
         if self.stat == "sum":

@@ -173,3 +173,22 @@ def functions_in(node: exp.Expression) -> t.Iterator[str]:
     for n in node.walk():
         if isinstance(n, (exp.Func, exp.Anonymous)):
             yield _name(n)
+
+
+#: Aggregates that cannot raise on any DOUBLE input (checked with ±inf, NaN, ±1e308 and empty
+#: groups in tests/test_gate.py): DP_AGG runs them per chunk, and a per-unit subquery per unit.
+#: Their arguments are cast to DOUBLE first, so no integer accumulator can overflow.
+SAFE_NUMERIC_AGGREGATES = frozenset({
+    "avg", "mean", "sum", "fsum", "kahan_sum", "favg", "median", "stddev", "stddev_samp",
+    "stddev_pop", "variance", "var_samp", "var_pop", "corr", "covar_samp", "covar_pop",
+    "regr_slope", "regr_intercept", "regr_r2", "regr_count", "regr_avgx", "regr_avgy",
+    "regr_sxx", "regr_syy", "regr_sxy", "min", "max", "mad", "product", "geomean", "sem",
+    "quantile_cont", "quantile_disc", "approx_quantile",
+})
+#: Aggregates of any type (counts of values), whose arguments are kept as they are.
+SAFE_ANY_AGGREGATES = frozenset({"count", "approx_count_distinct", "entropy", "mode"})
+
+
+def aggregate_name(node: exp.Expression) -> str:
+    """The DuckDB name of an aggregate call (``avg``, ``regr_slope``, ...), lower-case."""
+    return node.sql(dialect="duckdb").split("(", 1)[0].strip().lower()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.errors import BindError, PrivacyError
 from dpsql.sql.guards import check_functions, check_statement
@@ -35,7 +36,6 @@ from dpsql.sql.statistics import Statistic
 from dpsql.sql.scope import (
     Catalog,
     Relation,
-    base_column,
     check_reserved,
     real_tables,
     resolve_chain,
@@ -67,6 +67,10 @@ class BoundAggregate:
     inner: exp.Expression | None = None
     #: DP_AGG: (source column name, expression over ``__t``) for each argument of ``inner``
     inner_args: list[tuple[str, exp.Expression]] = field(default_factory=list)
+    #: DP_COUNT(DISTINCT x): count distinct values of the argument
+    distinct: bool = False
+    #: ... and the argument is the privacy unit itself (it counts units)
+    distinct_unit: bool = False
 
     @property
     def label(self) -> str:
@@ -106,10 +110,16 @@ class Bound:
     #: column of each output name, so that it can be done without running ``outer``
     outer_columns: list[str] | None = None
 
+    #: the privacy unit as an expression over ``__t`` (``None`` for row-level privacy)
+    unit: exp.Expression | None = None
+    #: whether ``relation`` is a per-unit subquery (one row per privacy unit)
+    per_unit: bool = False
+
     @property
     def filtered(self) -> bool:
-        """Whether some WHERE, at any level of the FROM chain, can drop a row."""
-        return bool(self.where)
+        """Whether some WHERE, at any level of the FROM chain, can drop a row (a per-unit
+        subquery counts as one: its rows are units, not the table's rows)."""
+        return bool(self.where) or self.per_unit
 
 
 def _label(node: exp.Expression) -> str:
@@ -194,7 +204,7 @@ def _bind_select(
     from_ = select.args.get("from_")
     if from_ is None:
         _refuse("a DP query needs a FROM clause")
-    rel = resolve_chain(from_.this, env, policy, catalog)
+    rel = resolve_chain(from_.this, env, policy, catalog, database=database)
     for key, value in select.args.items():
         if value and key not in _TOP_ARGS:
             what = _CLAUSE.get(key, key.upper())
@@ -222,8 +232,8 @@ def _bind_select(
         if agg.column is not None:
             agg.column_type = types.get(agg.column)
     user_groups, group_by = _group_exprs(select, rel)
-    group_columns = [base_column(g) for g in group_by]
-    relation = qualified(rel.table.name, database)
+    group_columns = [rel.base_column(g) for g in group_by]
+    relation = rel.source if rel.source is not None else qualified(rel.table.name, database)
     group_types = _group_types(group_by, group_columns, types, relation, describe)
 
     outer, names = build_outer(select, index_of, user_groups, rel)
@@ -245,6 +255,8 @@ def _bind_select(
         outer=outer,
         output_names=names,
         outer_columns=[p.this.name for p in outer.expressions] if trivial else None,
+        unit=rel.unit,
+        per_unit=rel.per_unit,
     )
 
 
@@ -287,14 +299,19 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
     upper = _literal_number(node.args.get("upper"), f"the upper bound of {label}")
     inner, inner_args, column = None, [], None
+    distinct = distinct_unit = False
     if isinstance(node, DPAgg):
         inner, inner_args = _bind_dp_agg(node, rel, index)
         arg = None
     elif arg is not None:
         if isinstance(arg, exp.Distinct):
-            _refuse(f"{label}: DISTINCT is not supported in DP aggregates")
+            if node.statistic != "count" or len(arg.expressions) != 1:
+                _refuse(f"{label}: DISTINCT is supported in DP_COUNT(DISTINCT x) only")
+            distinct, arg = True, arg.expressions[0]
         arg = rel.substitute(arg, label)
-        column = base_column(arg)
+        column = rel.base_column(arg)
+        distinct_unit = distinct and rel.unit is not None and \
+            arg.sql(dialect="duckdb") == rel.unit.sql(dialect="duckdb")
     if lower is not None and upper is not None and not lower < upper:
         _refuse(f"{label}: lower bound {lower:g} must be below upper bound {upper:g}")
     for what, bound in (("lower", lower), ("upper", upper)):  # 1e999 parses as inf
@@ -317,27 +334,11 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
     else:
         quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
-                          inner=inner, inner_args=inner_args)
+                          inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit)
 
 
-#: Aggregates DP_AGG may run per chunk: none of them can raise on any DOUBLE input (checked
-#: with ±inf, NaN, ±1e308 and empty chunks in tests/test_gate.py). Their arguments are cast to
-#: DOUBLE first, so no integer accumulator can overflow.
-DP_AGG_NUMERIC = frozenset({
-    "avg", "mean", "sum", "fsum", "kahan_sum", "favg", "median", "stddev", "stddev_samp",
-    "stddev_pop", "variance", "var_samp", "var_pop", "corr", "covar_samp", "covar_pop",
-    "regr_slope", "regr_intercept", "regr_r2", "regr_count", "regr_avgx", "regr_avgy",
-    "regr_sxx", "regr_syy", "regr_sxy", "min", "max", "mad", "product", "geomean", "sem",
-    "quantile_cont", "quantile_disc", "approx_quantile",
-})
-#: Aggregates of any type (counts of values), whose arguments are kept as they are.
-DP_AGG_ANY = frozenset({"count", "approx_count_distinct", "entropy", "mode"})
 #: The literal (second) argument of these is a quantile, not a value.
 _QUANTILE_ARG = {"quantile_cont": "expression", "quantile_disc": "expression", "approx_quantile": "quantile"}
-
-
-def _agg_name(node: exp.Expression) -> str:
-    return node.sql(dialect="duckdb").split("(", 1)[0].strip().lower()
 
 
 def _bind_dp_agg(node: DPAgg, rel: Relation, index: int) -> tuple[exp.Expression, list[tuple[str, exp.Expression]]]:
@@ -348,11 +349,11 @@ def _bind_dp_agg(node: DPAgg, rel: Relation, index: int) -> tuple[exp.Expression
         _refuse(f"{label}: the first argument must be a DuckDB aggregate, e.g. corr(x, y)")
     if node.args.get("lower") is None:
         _refuse(f"{label}: DP_AGG needs bounds for the aggregate's value: DP_AGG(agg, lower, upper)")
-    name = _agg_name(inner)
-    if name not in DP_AGG_NUMERIC and name not in DP_AGG_ANY:
+    name = aggregate_name(inner)
+    if name not in SAFE_NUMERIC_AGGREGATES and name not in SAFE_ANY_AGGREGATES:
         _refuse(f"{label}: aggregate {name}() is not available in DP_AGG (it can fail or is not "
-                f"supported); available: {', '.join(sorted(DP_AGG_NUMERIC | DP_AGG_ANY))}")
-    numeric = name in DP_AGG_NUMERIC
+                f"supported); available: {', '.join(sorted(SAFE_NUMERIC_AGGREGATES | SAFE_ANY_AGGREGATES))}")
+    numeric = name in SAFE_NUMERIC_AGGREGATES
     quantile_slot = _QUANTILE_ARG.get(name)
     out = inner.copy()
     args: list[tuple[str, exp.Expression]] = []

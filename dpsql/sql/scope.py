@@ -159,6 +159,25 @@ class Relation:
     alias: str | None
     #: every WHERE of every level, over ``__t`` columns
     where: list[exp.Expression] = field(default_factory=list)
+    #: what ``__t`` is: ``None`` for the base table itself, else a derived FROM item (the
+    #: subquery of a per-unit level, one row per privacy unit)
+    source: exp.Expression | None = None
+    #: the privacy unit as an expression over ``__t`` (``None`` for row-level privacy)
+    unit: exp.Expression | None = None
+
+    @property
+    def per_unit(self) -> bool:
+        """Whether each row is one privacy unit (a GROUP BY of the unit below)."""
+        return self.source is not None
+
+    def carried(self, columns: dict[str, exp.Expression | None], alias: str | None,
+                where: list[exp.Expression]) -> "Relation":
+        """A relation over the same ``__t`` (same table, source and unit) with other columns."""
+        return Relation(self.table, columns, alias, where, self.source, self.unit)
+
+    def base_column(self, expr: exp.Expression | None) -> str | None:
+        """The policy column an inlined expression reads directly (for bounds and keys)."""
+        return base_column(expr) if self.source is None else None
 
     def column(self, col: exp.Column, where: str) -> exp.Expression:
         """The expression over ``__t`` that a column reference of the next level up stands for."""
@@ -202,7 +221,8 @@ _CLAUSE = {"group": "GROUP BY", "order": "ORDER BY", "joins": "JOIN", "laterals"
 
 
 def resolve_chain(
-    item: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int = 0
+    item: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int = 0,
+    database: str | None = None,
 ) -> Relation:
     """Resolve a FROM item of a DP query (a table, CTE or subquery) into a :class:`Relation`."""
     if depth > MAX_DEPTH:
@@ -214,15 +234,16 @@ def resolve_chain(
         alias = _alias(item) or name
         cte = _lookup(env, name)
         if cte is not None:
-            inner = _rowwise(cte.body, cte.env, policy, catalog, depth + 1)
-            return Relation(inner.table, inner.columns, alias, inner.where)
+            inner = _rowwise(cte.body, cte.env, policy, catalog, depth + 1, database)
+            return inner.carried(inner.columns, alias, inner.where)
         tp = _declared(name, policy, catalog)
         cols = catalog(name) or {}
-        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias)
+        unit = None if tp.privacy_unit == "row" else exp.column(tp.privacy_unit, table=BASE, quoted=True)
+        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit)
     if isinstance(item, exp.Subquery):
         _no_operators(item)
-        inner = _rowwise(item.this, env, policy, catalog, depth + 1)
-        return Relation(inner.table, inner.columns, _alias(item), inner.where)
+        inner = _rowwise(item.this, env, policy, catalog, depth + 1, database)
+        return inner.carried(inner.columns, _alias(item), inner.where)
     if isinstance(item, exp.Lateral):
         _refuse("LATERAL is not supported in a DP query")
     _refuse(f"unsupported FROM item in a DP query: {item.sql(dialect='duckdb')[:60]}")
@@ -249,7 +270,8 @@ def _no_operators(item: exp.Expression) -> None:
         _refuse(f"{what} is not allowed in a DP query (it changes which rows of {names} exist)")
 
 
-def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int) -> Relation:
+def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int,
+             database: str | None) -> Relation:
     """A row-wise SELECT between the private table and its DP aggregates."""
     if not isinstance(query, exp.Select):
         names = ", ".join(sorted({tb.name for tb in query.find_all(exp.Table)})) or "a private table"
@@ -259,7 +281,9 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
     from_ = query.args.get("from_")
     if from_ is None:
         _refuse("a subquery in the FROM chain needs a FROM clause")
-    inner = resolve_chain(from_.this, env, policy, catalog, depth)
+    inner = resolve_chain(from_.this, env, policy, catalog, depth, database)
+    if query.args.get("group"):
+        return _per_unit(query, inner, database)
     for key, value in query.args.items():
         if value and key not in _ROWWISE_ARGS:
             what = _CLAUSE.get(key, key.upper())
@@ -282,7 +306,97 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
         if isinstance(value, exp.Star):
             _refuse(f"{proj.sql(dialect='duckdb')[:40]} is not allowed in a DP query")
         put(proj.alias_or_name.lower(), inner.substitute(value, "a subquery's select list"))
-    return Relation(inner.table, columns, None, where)
+    return inner.carried(columns, None, where)
+
+
+def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relation:
+    """A level that GROUPs BY the privacy unit: one row per unit (visits per patient, ...).
+
+    Its select list holds the unit and aggregates that cannot raise (arguments cast to DOUBLE
+    where they add up), over row-wise expressions of the level below. The level becomes a
+    subquery that the rewrite reads as ``__t``, with its columns ``__p0, __p1, ...``; since it
+    holds one row per unit, a unit contributes one row to everything above it. Any other
+    GROUP BY below the DP aggregates stays refused: it would mix units in one row.
+    """
+    table = inner.table.name
+    where_ = f"a subquery over private table {table}"
+    if inner.unit is None:
+        _refuse(f"{where_} may only transform rows (no GROUP BY) before the DP aggregates: "
+                "its privacy unit is a row")
+    if inner.per_unit:
+        _refuse(f"{where_} groups by {inner.table.privacy_unit} twice")
+    for key, value in query.args.items():
+        if value and key not in _ROWWISE_ARGS | {"group"}:
+            _refuse(f"{where_} that groups by {inner.table.privacy_unit} may not use "
+                    f"{_CLAUSE.get(key, key.upper())}")
+    group = query.args["group"]
+    unit_sql = inner.unit.sql(dialect="duckdb")
+    keys = [inner.substitute(g, "GROUP BY") for g in group.expressions]
+    if any(v for k, v in group.args.items() if k != "expressions") or len(keys) != 1 or \
+            keys[0].sql(dialect="duckdb") != unit_sql:
+        _refuse(f"{where_} may GROUP BY its privacy unit {inner.table.privacy_unit} only, so that "
+                "each row is one unit; any other GROUP BY mixes units in one row")
+    from dpsql.sql.total import total
+
+    where = list(inner.where)
+    if query.args.get("where") is not None:
+        where.append(inner.substitute(query.args["where"].this, "WHERE"))
+    out_cols: dict[str, exp.Expression | None] = {}
+    selects = [exp.alias_(total(inner.unit), "__p0")]
+    for proj in query.expressions:
+        value = proj.this if isinstance(proj, exp.Alias) else proj
+        name = proj.alias_or_name.lower()
+        if isinstance(value, exp.Column) and inner.substitute(value, "GROUP BY").sql(dialect="duckdb") == unit_sql:
+            out_cols[name] = None if name in out_cols else exp.column("__p0", table=BASE)
+            continue
+        column = f"__p{len(selects)}"
+        selects.append(exp.alias_(_unit_aggregate(value, inner), column))
+        out_cols[name] = None if name in out_cols else exp.column(column, table=BASE)
+    base = exp.table_(table, db="main", catalog=database, quoted=True)
+    sub = exp.select(*selects).from_(exp.alias_(base, BASE, table=True)).group_by(total(inner.unit))
+    for w in where:
+        sub = sub.where(total(w))
+    return Relation(inner.table, out_cols, None, [], exp.Subquery(this=sub), exp.column("__p0", table=BASE))
+
+
+def _unit_aggregate(value: exp.Expression, inner: Relation) -> exp.Expression:
+    """One aggregate of a per-unit level, checked and made total, over ``__t``."""
+    from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
+    from dpsql.sql.total import total
+
+    table = inner.table.name
+    if not isinstance(value, (exp.AggFunc, exp.Anonymous)):
+        _refuse(f"in a subquery that groups {table} by its privacy unit, each column must be the "
+                f"unit or an aggregate, not {value.sql(dialect='duckdb')[:40]}")
+    name = aggregate_name(value)
+    if name not in SAFE_NUMERIC_AGGREGATES and name not in SAFE_ANY_AGGREGATES:
+        _refuse(f"aggregate {name}() is not allowed in a subquery that groups {table} by its "
+                "privacy unit (it can fail or is not supported)")
+    out = value.copy()
+    for key, arg in list(out.args.items()):
+        if not isinstance(arg, exp.Expression) and not (isinstance(arg, list) and arg):
+            continue
+        if key not in ("this", "expression", "expressions"):
+            _refuse(f"aggregate {name}() with {key.upper()} is not allowed in a per-unit subquery of {table}")
+        items = arg if isinstance(arg, list) else [arg]
+        new = []
+        for item in items:
+            if isinstance(item, exp.Star) and name == "count":
+                new.append(item)
+                continue
+            distinct = isinstance(item, exp.Distinct)
+            if distinct and name != "count":
+                _refuse(f"DISTINCT is only allowed in count() in a per-unit subquery of {table}")
+            parts = item.expressions if distinct else [item]
+            done = []
+            for part in parts:
+                expr = total(inner.substitute(part, f"{name}()"))
+                if name in SAFE_NUMERIC_AGGREGATES:
+                    expr = exp.TryCast(this=expr, to=exp.DataType.build("DOUBLE"))
+                done.append(expr)
+            new.append(exp.Distinct(expressions=done) if distinct else done[0])
+        out.set(key, new if isinstance(arg, list) else new[0])
+    return out
 
 
 def _star(proj: exp.Expression, inner: Relation) -> dict[str, exp.Expression | None]:
