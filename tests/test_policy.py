@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 import dpsql
 from dpsql.errors import PolicyError
+from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.policy import load_policy
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -36,20 +38,31 @@ def test_yaml_policy(tmp_path) -> None:
 @pytest.mark.parametrize("name", ["PUMS.yaml", "PUMS_pid.yaml", "PUMS_dup.yaml"])
 def test_smartnoise_metadata_is_imported(name: str) -> None:
     pol = load_policy(FIXTURES / "smartnoise" / name)
-    pums = pol.table("PUMS")
+    pums = pol.table("PUMS.PUMS")  # SmartNoise's schema.table
     assert pums is not None and pums.column("age").bounds == (0, 100)
+    assert (pums.schema, pums.table_name) == ("pums", "pums") and pol.resolve("PUMS") == [pums]
     assert pums.column("income").bounds == (0, 500000)
     if name == "PUMS_pid.yaml":
         assert pums.privacy_unit == "pid"
 
 
-def test_smartnoise_policy_answers_queries() -> None:
+def test_smartnoise_policy_answers_its_own_queries() -> None:
+    """SmartNoise's metadata names the table PUMS.PUMS, and so do its queries."""
     def setup(con):
-        con.execute(f"CREATE TABLE PUMS AS SELECT * FROM read_csv('{FIXTURES / 'smartnoise' / 'PUMS.csv'}')")
+        con.execute("CREATE SCHEMA PUMS")
+        con.execute(f"CREATE TABLE PUMS.PUMS AS SELECT * FROM read_csv('{FIXTURES / 'smartnoise' / 'PUMS.csv'}')")
 
-    con = dpsql.connect(":memory:", FIXTURES / "smartnoise" / "PUMS.yaml", setup=setup)
-    value = con.sql("SELECT DP_MEAN(age) FROM PUMS WITH (epsilon = 1)").fetchone()[0]
-    assert 30 < value < 60  # exact mean age of the 1,000-row sample is 44.8
+    pol = dataclasses.replace(load_policy(FIXTURES / "smartnoise" / "PUMS.yaml"), budget=Budget(total=Cost(epsilon=10)))
+    con = dpsql.connect(":memory:", pol, setup=setup)
+    for table in ("PUMS.PUMS", "pums.pums", "PUMS"):  # unqualified: the one declared table of that name
+        value = con.sql(f"SELECT DP_MEAN(age) FROM {table} WITH (epsilon = 1)").fetchone()[0]
+        assert 30 < value < 60  # exact mean age of the 1,000-row sample is 44.8
+    res = con.sql("SELECT sex, DP_COUNT(*) AS n FROM PUMS.PUMS GROUP BY sex WITH (epsilon = 1, keys = ['0', '1'])")
+    assert len(res.fetchall()) == 2
+    with pytest.raises(dpsql.PrivacyError, match="table pums.pums is private"):
+        con.sql("SELECT * FROM PUMS.PUMS")
+    with pytest.raises(dpsql.BindError, match="table main.pums does not exist|in the policy but does not exist"):
+        con.sql("SELECT DP_COUNT(*) FROM main.PUMS WITH (epsilon = 1)")
 
 
 @pytest.mark.parametrize(

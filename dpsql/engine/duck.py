@@ -54,14 +54,16 @@ class DuckDBEngine:
     # -- catalog ------------------------------------------------------------------------------
 
     def columns(self, table: str) -> dict[str, str] | None:
-        """Column name (lower-case) → DuckDB type of a table in schema main, or None."""
+        """Column name (lower-case) → DuckDB type of ``table`` (``name`` in schema main, or
+        ``schema.name``) in this connection's database, or None."""
         if table in self._catalog:
             return self._catalog[table]
+        schema, _, name = table.lower().rpartition(".")
         rows = self.connection.execute(
             "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_catalog = ? AND table_schema = 'main' AND lower(table_name) = ? "
+            "WHERE table_catalog = ? AND lower(table_schema) = ? AND lower(table_name) = ? "
             "ORDER BY ordinal_position",
-            [self.database, table.lower()],
+            [self.database, schema or "main", name],
         ).fetchall()
         if not rows:
             return None

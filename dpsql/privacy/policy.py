@@ -15,11 +15,16 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     sex = { keys = ["Female", "Male"] }
     [tables.zips]
     public = true
+    [tables."sales.orders"]               # a table of schema sales
+    privacy_unit = "customer_id"
+    max_rows_per_unit = 10
 
 SmartNoise SQL metadata YAML (``Collection: Schema: Table: {column: {type, lower, upper}}``)
 is recognised and imported: ``row_privacy: True`` gives a row-level unit, a ``private_id``
-column an id unit, ``max_ids`` the per-unit row bound; its budget must come from elsewhere
-(``budget=`` of :func:`load_policy`), and defaults to ε = 1, δ = 0 with an in-memory ledger.
+column an id unit, ``max_ids`` the per-unit row bound, and each table keeps its schema
+(``PUMS.PUMS``; queries may name it so, or by its name alone when that is unique). Its budget
+must come from elsewhere (replace ``Policy.budget``); it defaults to ε = 1, δ = 0 with an
+in-memory ledger.
 
 Tables not named in the policy are not readable at all: dpsql denies by default.
 """
@@ -67,6 +72,16 @@ class TablePolicy:
     def column(self, name: str) -> ColumnPolicy:
         return self.columns.get(name.lower(), ColumnPolicy())
 
+    @property
+    def schema(self) -> str:
+        """The database schema the table lives in: ``main`` unless the name says ``schema.table``."""
+        return self.name.rsplit(".", 1)[0] if "." in self.name else "main"
+
+    @property
+    def table_name(self) -> str:
+        """The table's name within its schema."""
+        return self.name.rsplit(".", 1)[-1]
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -81,7 +96,18 @@ class Policy:
     source: str | None = None
 
     def table(self, name: str) -> TablePolicy | None:
+        """The table declared under ``name`` (``table`` in schema main, or ``schema.table``)."""
         return self.tables.get(name.lower())
+
+    def resolve(self, name: str, schema: str | None = None) -> list[TablePolicy]:
+        """The declared tables a reference ``[schema.]name`` can mean: with a schema, that one;
+        without, every declared table of that name, in any schema."""
+        name = name.lower()
+        if schema is not None:
+            schema = schema.lower()
+            tp = self.tables.get(name if schema == "main" else f"{schema}.{name}")
+            return [tp] if tp is not None else []
+        return [tp for tp in self.tables.values() if tp.table_name == name]
 
     @property
     def private_tables(self) -> list[str]:
@@ -243,7 +269,7 @@ def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:
 def _from_smartnoise(data: dict[str, t.Any], source: str | None) -> Policy:
     tables: dict[str, TablePolicy] = {}
     for _collection, schemas in data.items():
-        for _schema, tables_spec in schemas.items():
+        for schema, tables_spec in schemas.items():
             for tname, tspec in tables_spec.items():
                 columns: dict[str, ColumnPolicy] = {}
                 unit = "row"
@@ -258,8 +284,10 @@ def _from_smartnoise(data: dict[str, t.Any], source: str | None) -> Policy:
                 max_ids = tspec.get("max_ids", 1)
                 if not isinstance(max_ids, int) or max_ids < 1:
                     raise PolicyError(f"{tname}.max_ids must be an integer >= 1")
-                tables[tname.lower()] = TablePolicy(
-                    name=tname.lower(),
+                # SmartNoise names tables schema.table, and its queries say FROM PUMS.PUMS.
+                key = tname.lower() if schema.lower() in ("main", "") else f"{schema.lower()}.{tname.lower()}"
+                tables[key] = TablePolicy(
+                    name=key,
                     privacy_unit=unit,
                     max_rows_per_unit=max_ids,
                     columns=columns,

@@ -132,9 +132,9 @@ def _refuse(msg: str) -> t.NoReturn:
     raise PrivacyError(msg)
 
 
-def qualified(name: str, database: str | None) -> exp.Table:
-    """The table ``name`` of schema main (of ``database``, when known), quoted."""
-    return exp.table_(name, db="main", catalog=database, quoted=True)
+def qualified(table: TablePolicy, database: str | None) -> exp.Table:
+    """The policy's table by its full name: database (when known), schema and name, quoted."""
+    return exp.table_(table.table_name, db=table.schema, catalog=database, quoted=True)
 
 
 def bind(
@@ -164,7 +164,7 @@ def bind(
             _refuse("a query on public tables takes no WITH (...) privacy options")
         for node, tp in tables:
             alias = node.args.get("alias")
-            new = qualified(tp.name, database)
+            new = qualified(tp, database)
             new.set("alias", alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(node.name)))
             node.replace(new)
         return Bound(query=query, options=options, explain=explain, public=True)
@@ -233,7 +233,7 @@ def _bind_select(
             agg.column_type = types.get(agg.column)
     user_groups, group_by = _group_exprs(select, rel)
     group_columns = [rel.base_column(g) for g in group_by]
-    relation = rel.source if rel.source is not None else qualified(rel.table.name, database)
+    relation = rel.source if rel.source is not None else qualified(rel.table, database)
     group_types = _group_types(group_by, group_columns, types, relation, describe)
 
     outer, names = build_outer(select, index_of, user_groups, rel)

@@ -105,8 +105,8 @@ def real_tables(query: exp.Expression, policy: Policy, catalog: Catalog) -> list
             return
         if isinstance(node, exp.Table):
             _check_table(node)
-            if _lookup(env, node.name.lower()) is None:
-                found.append((node, _declared(node.name.lower(), policy, catalog)))
+            if node.args.get("db") or _lookup(env, node.name.lower()) is None:
+                found.append((node, _declared(node, policy, catalog)))
         for value in node.args.values():
             for child in _children(value):
                 visit(child, env)
@@ -126,16 +126,26 @@ def _children(value: t.Any) -> list[exp.Expression]:
 def _check_table(table: exp.Table) -> None:
     if not isinstance(table.this, exp.Identifier):
         _refuse(f"table function {table.this.sql(dialect='duckdb')[:60]} is not allowed in dpsql queries")
-    if table.args.get("db") or table.args.get("catalog"):
-        _refuse(f"table {table.sql(dialect='duckdb')} is outside the policy: use unqualified table names")
+    if table.args.get("catalog"):
+        _refuse(f"table {table.sql(dialect='duckdb')} is outside the policy: name tables as table or "
+                "schema.table of the connection's database")
 
 
-def _declared(name: str, policy: Policy, catalog: Catalog) -> TablePolicy:
-    tp = policy.table(name)
-    if tp is None:
-        if catalog(name) is None:
-            raise BindError(f"table {name} does not exist")
-        _refuse(f"table {name} is not declared in the policy, so it cannot be read")
+def _declared(table: exp.Table, policy: Policy, catalog: Catalog) -> TablePolicy:
+    """The policy's table for a reference ``[schema.]name`` (the catalog lookup uses its key)."""
+    schema = table.text("db").lower() or None
+    name = table.name.lower()
+    shown = f"{schema}.{name}" if schema else name
+    found = policy.resolve(name, schema)
+    if len(found) > 1:
+        raise BindError(f"table {name} is ambiguous: name its schema ({', '.join(sorted(t.name for t in found))})")
+    if not found:
+        key = name if schema in (None, "main") else f"{schema}.{name}"
+        if catalog(key) is None:
+            raise BindError(f"table {shown} does not exist")
+        _refuse(f"table {shown} is not declared in the policy, so it cannot be read")
+    tp = found[0]
+    name = tp.name
     columns = catalog(name)
     if columns is None:
         raise BindError(f"table {name} is in the policy but does not exist in the database")
@@ -232,12 +242,12 @@ def resolve_chain(
         _no_operators(item)
         name = item.name.lower()
         alias = _alias(item) or name
-        cte = _lookup(env, name)
+        cte = None if item.args.get("db") else _lookup(env, name)
         if cte is not None:
             inner = _rowwise(cte.body, cte.env, policy, catalog, depth + 1, database)
             return inner.carried(inner.columns, alias, inner.where)
-        tp = _declared(name, policy, catalog)
-        cols = catalog(name) or {}
+        tp = _declared(item, policy, catalog)
+        cols = catalog(tp.name) or {}
         unit = None if tp.privacy_unit == "row" else exp.column(tp.privacy_unit, table=BASE, quoted=True)
         return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit)
     if isinstance(item, exp.Subquery):
@@ -262,7 +272,7 @@ def _alias(item: exp.Expression) -> str | None:
 def _no_operators(item: exp.Expression) -> None:
     """Table-level operators (PIVOT, UNPIVOT, TABLESAMPLE, ...) change which rows exist."""
     for key, value in item.args.items():
-        if key in ("this", "alias") or not value:
+        if key in ("this", "alias", "db") or not value:
             continue
         what = {"pivots": "PIVOT/UNPIVOT", "sample": "TABLESAMPLE", "joins": "JOIN",
                 "laterals": "LATERAL"}.get(key, key.upper())
@@ -352,7 +362,7 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
         column = f"__p{len(selects)}"
         selects.append(exp.alias_(_unit_aggregate(value, inner), column))
         out_cols[name] = None if name in out_cols else exp.column(column, table=BASE)
-    base = exp.table_(table, db="main", catalog=database, quoted=True)
+    base = exp.table_(inner.table.table_name, db=inner.table.schema, catalog=database, quoted=True)
     sub = exp.select(*selects).from_(exp.alias_(base, BASE, table=True)).group_by(total(inner.unit))
     for w in where:
         sub = sub.where(total(w))
