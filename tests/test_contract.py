@@ -287,7 +287,7 @@ def test_the_shell_reads_mechanism_names_from_the_registry_when_needed(con: dpsq
 def test_mechanism_names_are_checked_against_the_registry(con: dpsql.Connection) -> None:
     text = _refused(con, "SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'lapalce', epsilon = 1)",
                     OptionError, "option 'mechanism' must be one of")
-    assert text == f"option 'mechanism' must be one of {', '.join(choices())}; got 'lapalce'"
+    assert text == f"option 'mechanism' must be one of {', '.join(choices())}; got 'lapalce'; did you mean laplace?"
     assert choices()[-1] == "auto" and set(choices()[:-1]) == set(REGISTRY)
     _refused(con, "SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'two words', epsilon = 1)",
              OptionError, "option 'mechanism' must be a name")

@@ -25,6 +25,7 @@ from sqlglot import exp
 from dpsql.sql.allow import check_rowwise
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql.suggest import did_you_mean
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
@@ -137,7 +138,7 @@ def _declared(name: str, policy: Policy, catalog: Catalog) -> TablePolicy:
     tp = policy.table(name)
     if tp is None:
         if catalog(name) is None:
-            raise BindError(f"table {name} does not exist")
+            raise BindError(f"table {name} does not exist" + did_you_mean(name, policy.tables))
         _refuse(f"table {name} is not declared in the policy, so it cannot be read")
     columns = catalog(name)
     if columns is None:
@@ -170,7 +171,8 @@ class Relation:
             raise BindError(f"unknown table or alias {col.table} in {col.sql(dialect='duckdb')}")
         name = col.name.lower()
         if name not in self.columns:
-            raise BindError(f"column {col.name} does not exist in {self.table.name}")
+            raise BindError(f"column {col.name} does not exist in {self.table.name}"
+                            + did_you_mean(col.name, [c for c in self.columns if not c.startswith("__")]))
         expr = self.columns[name]
         if expr is None:
             raise BindError(f"column {col.name} is ambiguous in {where}: more than one column has that name")
