@@ -76,3 +76,49 @@ def test_names_get_the_nearest_suggestion(con, query: str, expected: str) -> Non
 def test_no_suggestion_when_nothing_is_near(con) -> None:
     message = refused(con, "SELECT DP_MEAN(zzzzqq) FROM adult WITH (epsilon = 1)", BindError)
     assert message == "column zzzzqq does not exist in adult"
+
+
+# -- syntax errors ---------------------------------------------------------------------------
+
+
+def test_a_misspelled_first_keyword_is_pointed_at() -> None:
+    with pytest.raises(ParseError) as info:
+        parse("SELEC DP_MEAN(age) FROM adult")
+    err = info.value
+    assert str(err) == "syntax error at line 1, column 1 near 'SELEC': unknown statement SELEC; did you mean SELECT?"
+    assert err.pointer() == ["SELEC DP_MEAN(age) FROM adult", "^^^^^"]
+
+
+@pytest.mark.parametrize("query,word,hint", [
+    ("SELECT DP_COUNT(*) FORM adult WITH (epsilon = 1)", "FORM", "did you mean FROM?"),
+    ("SELECT DP_COUNT(*) FROM adult GROUPBY sex WITH (epsilon = 1)", "GROUPBY", "did you mean GROUP BY?"),
+    ("SELECT DP_MEAN(age FROM adult", "FROM", "expected ')'"),
+    ("SELECT DP_MEAN(age) FROM adult WHERE", "WHERE", "WHERE needs a condition"),
+])
+def test_the_caret_is_under_the_token_to_fix(query: str, word: str, hint: str) -> None:
+    with pytest.raises(ParseError) as info:
+        parse(query)
+    err = info.value
+    line, caret = err.pointer()
+    assert line == query
+    assert caret == " " * query.index(word) + "^" * len(word)
+    assert str(err).endswith(f"near '{word}': {hint}")
+    assert err.column == query.index(word) + 1
+
+
+def test_positions_are_those_of_the_statement_as_given() -> None:
+    query = "  EXPLAIN SELECT sex,\n    DP_COUNT(*) FROM adult\n  WHERE age > GROUP BY sex;"
+    with pytest.raises(ParseError) as info:
+        parse(query)
+    err = info.value
+    assert (err.line, err.column) == (3, 15)
+    assert err.pointer() == ["  WHERE age > GROUP BY sex;", " " * 14 + "^" * len("GROUP BY")]
+
+
+def test_a_long_line_is_cut_around_the_token() -> None:
+    query = "SELECT " + ", ".join(f"DP_COUNT(*) AS n{i}" for i in range(40)) + " FORM adult"
+    with pytest.raises(ParseError) as info:
+        parse(query)
+    line, caret = info.value.pointer(width=80)
+    assert len(line) <= 80 and line.startswith("…")
+    assert line[caret.index("^"):].startswith("FORM")
