@@ -122,3 +122,41 @@ def test_a_long_line_is_cut_around_the_token() -> None:
     line, caret = info.value.pointer(width=80)
     assert len(line) <= 80 and line.startswith("…")
     assert line[caret.index("^"):].startswith("FORM")
+
+
+# -- argument types --------------------------------------------------------------------------
+
+
+def test_a_numeric_dp_aggregate_over_text_is_refused_at_bind_time(con) -> None:
+    message = refused(con, "SELECT DP_MEAN(education, 0, 10) FROM adult WITH (epsilon = 1)", BindError)
+    assert message.startswith("education is VARCHAR; DP_MEAN needs a number")
+    with pytest.raises(BindError):
+        con.explain("SELECT DP_MEDIAN(education, 0, 10) FROM adult WITH (epsilon = 1)")
+
+
+def test_through_a_cte_the_message_names_the_aggregate(con) -> None:
+    message = refused(con, "WITH x AS (SELECT education AS e FROM adult) "
+                           "SELECT DP_SUM(e, 0, 1) FROM x WITH (epsilon = 1)", BindError)
+    assert message.startswith("DP_SUM(e, 0, 1): education is VARCHAR; DP_SUM needs a number")
+
+
+def test_counts_casts_and_numbers_are_accepted(con) -> None:
+    con.sql("SELECT DP_COUNT(education) FROM adult WITH (epsilon = 1)")
+    con.sql("SELECT DP_MEAN(TRY_CAST(education AS DOUBLE), 0, 10) FROM adult WITH (epsilon = 1)")
+    con.sql("SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)")
+
+
+def test_booleans_and_decimals_count_as_numbers_dates_do_not() -> None:
+    raw = duckdb.connect()
+    raw.execute("CREATE TABLE t AS SELECT range % 2 = 0 AS b, (range % 7)::DECIMAL(6, 2) AS d, "
+                "DATE '2020-01-01' + range::INTEGER AS day FROM range(100)")
+    policy = {"budget": {"epsilon": 100}, "tables": {"t": {"privacy_unit": "row", "max_rows_per_unit": 1}}}
+    with dpsql.connect(raw, policy, noise=SeededNoise(1)) as con:
+        con.sql("SELECT DP_MEAN(b, 0, 1), DP_SUM(d, 0, 10) FROM t WITH (epsilon = 1)")
+        with pytest.raises(BindError, match="day is DATE; DP_MAX needs a number"):
+            con.sql("SELECT DP_MAX(day, 0, 1) FROM t WITH (epsilon = 1)")
+
+
+def test_option_errors_stay_option_errors(con) -> None:
+    with pytest.raises(OptionError):
+        con.sql("SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1, mechanism = 'lapalce')")

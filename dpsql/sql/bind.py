@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.errors import BindError, PrivacyError
+from dpsql.sql.argtypes import check_argument_types
 from dpsql.sql.guards import check_functions, check_statement
 from dpsql.sql.options import Options, parse_options
 from dpsql.privacy.policy import Policy, TablePolicy
@@ -220,6 +221,7 @@ def _bind_select(
     for agg in aggregates:
         if agg.column is not None:
             agg.column_type = types.get(agg.column)
+    check_argument_types(aggregates)
     user_groups, group_by = _group_exprs(select, rel)
     group_columns = [base_column(g) for g in group_by]
     relation = qualified(rel.table.name, database)
