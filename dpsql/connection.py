@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from dpsql.display import html_lines, html_table, render_table
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
@@ -44,6 +45,39 @@ class BudgetStatus:
             f"spent {format_cost(self.spent, self.kind)} of {format_cost(self.total, self.kind)}; "
             f"remaining {format_cost(self.remaining, self.kind)}"
         )
+
+    # -- display: a small table of total / spent / remaining, and the history ----------------
+
+    def amounts(self) -> tuple[list[str], list[tuple[t.Any, ...]]]:
+        """Columns and rows of the total, spent and remaining budget (ε and δ, or ρ)."""
+        if self.kind == "zcdp":
+            return ["budget", "ρ"], [(name, round(c.rho, 12)) for name, c in self._parts()]
+        return ["budget", "ε", "δ"], [(name, round(c.epsilon, 12), c.delta) for name, c in self._parts()]
+
+    def _parts(self) -> list[tuple[str, Cost]]:
+        return [("total", self.total), ("spent", self.spent), ("remaining", self.remaining)]
+
+    def history_rows(self, width: int = 60) -> tuple[list[str], list[tuple[t.Any, ...]]]:
+        """Columns and rows of the history: one row per charge, queries cut to ``width`` characters."""
+        rows = []
+        for entry in self.history:
+            query = " ".join(entry.query.split())
+            rows.append((entry.id, entry.time.astimezone().strftime("%H:%M:%S"), format_cost(entry.cost, self.kind),
+                         entry.detail, query if len(query) <= width else query[:width - 1] + "…"))
+        return ["#", "time", "cost", "mechanisms", "query"], rows
+
+    def __repr__(self) -> str:
+        lines = [render_table(*self.amounts())]
+        if self.history:
+            lines.append(render_table(*self.history_rows()))
+        else:
+            lines.append("no query has spent budget yet")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        history = html_table(*self.history_rows(), caption="history") if self.history else \
+            html_lines(["no query has spent budget yet"])
+        return html_table(*self.amounts()) + history
 
 
 class Connection:
@@ -139,7 +173,7 @@ class Connection:
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
         return Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
-                      confidence=prepared.bound.options.confidence)
+                      confidence=prepared.bound.options.confidence, sources=report_sources(prepared))
 
     def _check_budget(self, prepared: PreparedQuery) -> Cost:
         """The plan's cost in the ledger's kind, refused (BudgetError) if it exceeds what remains."""
@@ -172,6 +206,24 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def report_sources(prepared: PreparedQuery) -> list[int | None]:
+    """For each output column, the index of the report entry of the DP aggregate it shows as
+    released, or None (a group key, or an expression computed from the noisy values)."""
+    from sqlglot import exp
+
+    plan, outer = prepared.plan, prepared.bound.outer
+    if plan is None or outer is None:
+        return []
+    entry = {p.agg.index: j for j, p in enumerate(plan.prepared)}  # the report is in plan order
+    sources: list[int | None] = []
+    for proj in outer.expressions:
+        expr = proj.this if isinstance(proj, exp.Alias) else proj
+        name = expr.name if isinstance(expr, exp.Column) and not expr.table else ""
+        index = int(name[3:]) if name.startswith("__a") and name[3:].isdigit() else None
+        sources.append(entry.get(index) if index is not None else None)
+    return sources
 
 
 def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:

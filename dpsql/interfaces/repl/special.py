@@ -180,13 +180,9 @@ def _policy(state: ReplState, arg: str) -> None:
 def _budget(state: ReplState, arg: str) -> None:
     status = state.con.budget
     state.emit(str(status))
-    rows = []
-    for entry in status.history:
-        query = " ".join(entry.query.split())
-        rows.append((entry.id, entry.time.astimezone().strftime("%H:%M:%S"), format_cost(entry.cost, status.kind),
-                     entry.detail, query if len(query) <= 60 else query[:59] + "…"))
+    columns, rows = status.history_rows()
     if rows:
-        state.emit(render_table(["#", "time", "cost", "mechanisms", "query"], rows))
+        state.emit(render_table(columns, rows))
     else:
         state.emit("no query has spent budget yet")
 

@@ -1,0 +1,115 @@
+"""Notebooks and DuckDB in Python: results and the budget render as tables, ``df()`` carries the
+report, the ``%%dpsql`` cell magic (through IPython's InteractiveShell), and a DuckDB
+connection handed to ``dpsql.connect`` (its lockdown said out loud, registered pandas and Arrow
+objects declared in the policy)."""
+
+from __future__ import annotations
+
+import math
+import typing as t
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+import dpsql
+from dpsql.interfaces.demo import connect_demo, demo_policy_path, load_adult
+from dpsql.privacy.noise import SeededNoise
+
+GROUPED = ("SELECT sex, DP_MEAN(age) AS mean_age, DP_COUNT(*) AS n, DP_MEAN(age) * 12 AS months "
+           "FROM adult GROUP BY sex WITH (epsilon = 1)")
+
+
+@pytest.fixture
+def con() -> t.Iterator[dpsql.Connection]:
+    c = connect_demo(noise=SeededNoise(0))
+    yield c
+    c.close()
+
+
+# -- Result --------------------------------------------------------------------------------------
+
+
+def test_result_repr_is_the_table_with_the_report_under_it(con) -> None:
+    res = con.sql(GROUPED)
+    text = repr(res).splitlines()
+    assert text[0].startswith("┌") and "│ sex    │ mean_age │" in text[1]
+    assert text[-2].startswith("-- DP_MEAN(age): laplace, ε=0.5, ±")
+    assert text[-1].startswith("-- DP_COUNT(*): laplace, ε=0.5, ±")
+    assert res.fetchall()  # showing it consumed nothing
+
+
+def test_result_html_has_the_rows_and_the_report(con) -> None:
+    html = con.sql(GROUPED)._repr_html_()
+    assert html.startswith("<table") and "<th>mean_age</th>" in html and "<td>Female</td>" in html
+    assert html.index("</table>") < html.index("DP_MEAN(age): laplace")
+    public = con.sql("SELECT education FROM education_levels WHERE education_num < 3 ORDER BY 1")._repr_html_()
+    assert "<td>1st-4th</td>" in public and "laplace" not in public
+
+
+def test_html_is_escaped(con) -> None:
+    html = con.sql("SELECT '<b>x</b>' AS \"a<b\" FROM education_levels LIMIT 1")._repr_html_()
+    assert "<b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html and "a&lt;b" in html
+
+
+def test_a_long_result_shows_its_first_rows_and_says_so() -> None:
+    res = dpsql.Result(table=pa.table({"i": list(range(100))}))
+    assert "(100 rows, the first 40 shown)" in repr(res) and "│ 39 │" in repr(res) and "│ 40 │" not in repr(res)
+    assert "(100 rows, the first 40 shown)" in res._repr_html_()
+    assert len(res.fetchall()) == 100
+
+
+def test_df_intervals_follow_the_released_dp_columns(con) -> None:
+    res = con.sql(GROUPED)
+    frame = res.df(intervals=True)
+    assert list(frame.columns) == ["sex", "mean_age", "mean_age_ci", "n", "n_ci", "months"]
+    mean_entry, count_entry = res.report
+    assert (frame["mean_age_ci"] == mean_entry.ci_half_width).all()
+    assert (frame["n_ci"] == count_entry.ci_half_width).all()
+    assert list(res.df().columns) == ["sex", "mean_age", "n", "months"]
+
+
+def test_df_carries_the_report_in_attrs(con) -> None:
+    res = con.sql(GROUPED)
+    report = res.df().attrs["dpsql_report"]
+    assert [r["column"] for r in report] == ["DP_MEAN(age)", "DP_COUNT(*)"]
+    assert report[0]["output_columns"] == ["mean_age"] and report[1]["output_columns"] == ["n"]
+    assert report[0]["mechanism"] == "laplace" and report[0]["confidence"] == 0.95
+    assert report[0]["ci_half_width"] == res.report[0].ci_half_width
+
+
+def test_one_aggregate_shown_twice_has_an_interval_each_time(con) -> None:
+    res = con.sql("SELECT DP_SUM(age) AS a, DP_SUM(age) AS b, DP_SUM(age) + 1 AS c FROM adult "
+                  "WITH (epsilon = 1, confidence = 0.9)")
+    frame = res.df(intervals=True)
+    assert list(frame.columns) == ["a", "a_ci", "b", "b_ci", "c"]
+    assert frame["a_ci"][0] == frame["b_ci"][0] == res.report[0].ci_half_width
+    assert frame.attrs["dpsql_report"][0]["confidence"] == 0.9
+
+
+def test_no_interval_is_nan(con) -> None:
+    frame = con.sql("SELECT DP_MEDIAN(age) AS m FROM adult WITH (epsilon = 1)").df(intervals=True)
+    assert list(frame.columns) == ["m", "m_ci"] and math.isnan(frame["m_ci"][0])
+
+
+def test_a_public_result_gets_no_interval_columns(con) -> None:
+    frame = con.sql("SELECT education_num FROM education_levels").df(intervals=True)
+    assert list(frame.columns) == ["education_num"] and frame.attrs["dpsql_report"] == []
+
+
+# -- the budget ---------------------------------------------------------------------------------
+
+
+def test_the_budget_renders_as_a_small_table(con) -> None:
+    fresh = repr(con.budget)
+    assert "│ total     │ 10 │ 1e-05 │" in fresh and "no query has spent budget yet" in fresh
+    con.sql("SELECT DP_COUNT(*) FROM adult WITH (epsilon = 0.25)")
+    status = con.budget
+    text = repr(status)
+    assert "│ spent     │ 0.25 │" in text and "│ remaining │ 9.75 │" in text
+    assert "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 0.25)" in text
+    assert str(status) == "spent ε=0.250, δ=0 of ε=10.000, δ=1e-05; remaining ε=9.750, δ=1e-05"
+    html = status._repr_html_()
+    assert "<th>ε</th>" in html and "<td>remaining</td>" in html and "<caption>history</caption>" in html
