@@ -113,3 +113,76 @@ def test_the_budget_renders_as_a_small_table(con) -> None:
     assert str(status) == "spent ε=0.250, δ=0 of ε=10.000, δ=1e-05; remaining ε=9.750, δ=1e-05"
     html = status._repr_html_()
     assert "<th>ε</th>" in html and "<td>remaining</td>" in html and "<caption>history</caption>" in html
+
+
+# -- %%dpsql ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def shell(con) -> t.Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dpsql")
+    ip.user_ns["con"] = con
+    yield ip
+    ip.user_ns.pop("con", None)
+    ip.user_ns.pop("other", None)
+
+
+def test_the_cell_magic_runs_a_query_and_returns_its_result(shell, con) -> None:
+    out = shell.run_cell("%%dpsql con\nSELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex\nWITH (epsilon = 1)\n")
+    assert out.error_in_exec is None
+    res = out.result
+    assert isinstance(res, dpsql.Result) and res.columns == ["sex", "n"] and res.report
+    assert "_repr_html_" in dir(res)
+    assert con.budget.spent.epsilon == pytest.approx(1)
+
+
+def test_the_magic_finds_the_only_connection_and_keeps_the_result(shell) -> None:
+    out = shell.run_cell("%%dpsql --out counts\nSELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 1)")
+    assert shell.user_ns["counts"] is out.result
+
+
+def test_the_magic_runs_every_statement_and_shows_the_budget(shell, capsys) -> None:
+    out = shell.run_cell("%%dpsql con\nSELECT DP_COUNT(*) FROM adult WITH (epsilon = 1);\n"
+                         "SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1);\n.budget\n")
+    assert isinstance(out.result, dpsql.BudgetStatus) and out.result.spent.epsilon == pytest.approx(2)
+    shown = capsys.readouterr().out
+    assert "DP_COUNT(*): laplace" in shown and "DP_MEAN(age): laplace" in shown
+
+
+def test_a_refused_cell_prints_one_error_and_charges_nothing(shell, con, capsys) -> None:
+    out = shell.run_cell("%%dpsql con\nSELECT * FROM adult")
+    assert out.result is None and out.error_in_exec is None  # no traceback
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["Error: table adult is private: its rows cannot be selected; only DP aggregates "
+                                "(DP_COUNT, DP_SUM, DP_MEAN, ...) may read it"]
+    assert con.budget.spent.epsilon == 0
+
+
+def test_a_syntax_error_in_a_cell_is_pointed_at(shell, capsys) -> None:
+    shell.run_cell("%%dpsql con\nSELECT DP_COUNT(*) FROM adult WITH (epsilon = 1);\nSELECT DP_MEAN(age) FORM adult;\n")
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["Error: statement 2 (line 2): syntax error at line 1, column 21 near 'FORM': did you mean FROM?",
+                   "  SELECT DP_MEAN(age) FORM adult",
+                   "                      ^^^^"]
+
+
+@pytest.mark.parametrize("line,message", [
+    ("nope", "Error: no variable nope in the notebook; open one with nope = dpsql.connect(...)"),
+    ("other", "Error: other is a int, not a dpsql connection (dpsql.connect(...) returns one)"),
+    ("con extra", "Error: usage: %%dpsql [CONNECTION] [--out NAME]"),
+])
+def test_magic_argument_errors(shell, capsys, line: str, message: str) -> None:
+    shell.user_ns["other"] = 3
+    out = shell.run_cell(f"%%dpsql {line}\nSELECT 1")
+    assert out.result is None and capsys.readouterr().err.strip() == message
+
+
+def test_two_connections_must_be_named(shell, capsys) -> None:
+    second = connect_demo(noise=SeededNoise(1))
+    shell.user_ns["other"] = second
+    try:
+        shell.run_cell("%%dpsql\nSELECT 1")
+        assert capsys.readouterr().err.strip() == "Error: name the connection to use: %%dpsql con (there are con, other)"
+    finally:
+        second.close()
