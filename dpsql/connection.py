@@ -97,6 +97,23 @@ class Connection:
         self.noise = noise or default_noise()
         if ledger.path is not None:
             _refuse_test_noise(self.noise, ledger.path)
+        #: whether the DuckDB connection was the caller's (``connect(duckdb_connection, ...)``):
+        #: locking it down locked the caller's whole DuckDB instance; the repr says so
+        self.locked_caller_connection = False
+
+    def __repr__(self) -> str:
+        where = ", ".join(self.database_files) or "an in-memory DuckDB"
+        policy = self.policy.source or "a policy"
+        try:
+            budget = f"; remaining {format_cost(self.ledger.remaining(), self.ledger.budget.kind)}"
+        except Exception:  # closed
+            budget = ""
+        text = f"<dpsql.Connection to {where}, {policy}, tables: {', '.join(sorted(self.policy.tables))}{budget}>"
+        if self.locked_caller_connection:
+            text += ("\nNOTE: the DuckDB connection given to dpsql.connect() is locked down for good: no file "
+                     "access, no extensions, no changes of settings, for every connection of its DuckDB "
+                     "instance (DuckDB keeps these settings per instance, not per connection)")
+        return text
 
     @property
     def database_files(self) -> tuple[str, ...]:
@@ -208,6 +225,39 @@ class Connection:
         self.close()
 
 
+def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+    """Make declared tables that are registered pandas/Arrow objects (or other temporary tables)
+    readable as tables of the database.
+
+    ``con.register("visits", frame)`` creates a temporary view, outside the database whose
+    tables dpsql reads. For each declared table the database lacks but the temporary catalog
+    holds, an in-memory database gets a view of the same name over it (run before the lockdown;
+    the object itself stays where it is). A database file is never written to: there such a
+    table is refused, with what to do instead.
+    """
+    database, path = con.execute(
+        "SELECT database_name, path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()[0]
+    rows = con.execute(
+        "SELECT lower(table_name), table_catalog FROM information_schema.tables "
+        "WHERE table_schema = 'main' AND table_catalog IN (?, 'temp')", [database]
+    ).fetchall()
+    where: dict[str, set[str]] = {}
+    for name, catalog in rows:
+        where.setdefault(name, set()).add(catalog)
+    for name in sorted(policy.tables):
+        if where.get(name) != {"temp"}:
+            continue
+        if path:
+            raise PolicyError(
+                f"table {name} is a registered (temporary) object, not a table of database {path}, which "
+                f"dpsql never writes to; register it on an in-memory connection (duckdb.connect()), or "
+                f"store it as a table: CREATE TABLE {name} AS ...")
+        quoted = '"' + name.replace('"', '""') + '"'
+        db = '"' + database.replace('"', '""') + '"'
+        con.execute(f"CREATE VIEW {db}.main.{quoted} AS SELECT * FROM temp.main.{quoted}")
+
+
 def report_sources(prepared: PreparedQuery) -> list[int | None]:
     """For each output column, the index of the report entry of the DP aggregate it shows as
     released, or None (a group key, or an expression computed from the noisy values)."""
@@ -247,8 +297,11 @@ def connect(
 ) -> Connection:
     """Open a DP connection.
 
-    ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection (which
-    dpsql then hardens and owns). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
+    ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection, which
+    dpsql then locks down and owns: DuckDB keeps file access, extensions and the configuration
+    lock per instance, so every connection and cursor of that DuckDB instance loses them for
+    good (tables and pandas/Arrow objects registered on it before stay readable, as the
+    policy allows). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
     ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
     by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
     in-memory one for the life of the connection. A test noise source (such as ``SeededNoise``)
@@ -268,7 +321,10 @@ def connect(
             raise Error(f"cannot open database {database}: {str(err).splitlines()[0]}") from None
     if setup is not None:
         setup(con)
+    expose_registered(con, pol)
     harden(con)
     ledger = Ledger.open(pol.ledger, pol.budget, create=init_ledger)
-    return Connection(con, pol, ledger, noise=noise)
+    connection = Connection(con, pol, ledger, noise=noise)
+    connection.locked_caller_connection = con is database
+    return connection
 

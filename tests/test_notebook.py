@@ -186,3 +186,55 @@ def test_two_connections_must_be_named(shell, capsys) -> None:
         assert capsys.readouterr().err.strip() == "Error: name the connection to use: %%dpsql con (there are con, other)"
     finally:
         second.close()
+
+
+# -- a DuckDB connection of the caller ----------------------------------------------------------
+
+
+POLICY = {
+    "budget": {"epsilon": 5},
+    "tables": {
+        "visits": {"privacy_unit": "row", "columns": {"age": {"lower": 0, "upper": 100}}},
+        "wards": {"public": True},
+    },
+}
+
+
+def test_registered_pandas_and_arrow_objects_can_be_declared_and_queried() -> None:
+    raw = duckdb.connect()
+    raw.register("visits", pd.DataFrame({"age": [30, 40, 50] * 200, "ward": ["a", "b", "c"] * 200}))
+    raw.register("wards", pa.table({"ward": ["a", "b", "c"], "floor": [1, 2, 3]}))
+    with dpsql.connect(raw, POLICY, noise=SeededNoise(2)) as con:
+        n = con.sql("SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)").fetchone()[0]
+        assert abs(n - 600) < 20
+        assert con.sql("SELECT floor FROM wards WHERE ward = 'b'").fetchall() == [(2,)]
+        with pytest.raises(dpsql.PrivacyError, match="table visits is private"):
+            con.sql("SELECT * FROM visits")
+        assert "visits" in con.tables() and "wards" in con.tables()
+
+
+def test_registered_objects_on_a_database_file_are_refused_with_what_to_do(tmp_path) -> None:
+    raw = duckdb.connect(str(tmp_path / "f.duckdb"))
+    raw.register("visits", pd.DataFrame({"age": [1, 2]}))
+    with pytest.raises(dpsql.PolicyError, match=r"table visits is a registered \(temporary\) object"):
+        dpsql.connect(raw, POLICY)
+    assert raw.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND NOT temporary").fetchone()[0] == 0
+
+
+def test_the_callers_connection_is_locked_down_and_the_repr_says_so() -> None:
+    raw = duckdb.connect()
+    load_adult(raw)
+    con = dpsql.connect(raw, demo_policy_path())
+    assert "NOTE: the DuckDB connection given to dpsql.connect() is locked down for good" in repr(con)
+    other = raw.cursor()
+    with pytest.raises(duckdb.Error, match="disabled"):
+        other.execute("SELECT * FROM read_csv('anything.csv')")
+    with pytest.raises(duckdb.Error):
+        raw.execute("SET enable_external_access = true")
+    con.close()
+
+
+def test_a_connection_dpsql_opened_has_no_such_note(con) -> None:
+    text = repr(con)
+    assert text.startswith("<dpsql.Connection to an in-memory DuckDB") and "NOTE" not in text
+    assert "tables: adult, education_levels" in text and "remaining ε=10.000" in text
