@@ -19,7 +19,7 @@ from dpsql.display import html_lines, html_table, render_table
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
-from dpsql.errors import Error, ExecutionError, OptionError, PolicyError, PrivacyError
+from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
@@ -276,6 +276,15 @@ def report_sources(prepared: PreparedQuery) -> list[int | None]:
     return sources
 
 
+def _missing_ledger(database: t.Any, policy: t.Any, pol: Policy) -> str:
+    """The message for a policy whose ledger file does not exist: how to create it, exactly."""
+    db = database if isinstance(database, (str, os.PathLike)) else "DATABASE"
+    source = policy if isinstance(policy, (str, os.PathLike)) else (pol.source or "POLICY")
+    return (f"budget ledger {pol.ledger} does not exist; create it once with "
+            f"dpsql.connect({str(db)!r}, {str(source)!r}, init_ledger=True), or on the command line: "
+            f"dpsql {db} --policy {source} --init-ledger; dpsql never starts a fresh budget silently")
+
+
 def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
     """A durable ledger records releases as private: only the secure noise source may make them."""
     if getattr(noise, "secure", False) is not True:
@@ -312,6 +321,8 @@ def connect(
     pol = load_policy(policy)
     if noise is not None and pol.ledger is not None:
         _refuse_test_noise(noise, pol.ledger)  # before anything is opened or created
+    if pol.ledger is not None and not init_ledger and not os.path.lexists(pol.ledger):
+        raise LedgerError(_missing_ledger(database, policy, pol))  # before anything is opened
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:

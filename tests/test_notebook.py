@@ -238,3 +238,14 @@ def test_a_connection_dpsql_opened_has_no_such_note(con) -> None:
     text = repr(con)
     assert text.startswith("<dpsql.Connection to an in-memory DuckDB") and "NOTE" not in text
     assert "tables: adult, education_levels" in text and "remaining ε=10.000" in text
+
+
+def test_a_missing_ledger_in_python_names_the_keyword(tmp_path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text('[budget]\nepsilon = 1.0\nledger = "b.ledger"\n[tables.t]\npublic = true\n')
+    with pytest.raises(dpsql.LedgerError) as info:
+        dpsql.connect(":memory:", str(policy))
+    message = str(info.value)
+    assert "does not exist; create it once with dpsql.connect(':memory:', " in message
+    assert "init_ledger=True" in message and "--init-ledger" in message
+    assert not (tmp_path / "b.ledger").exists()
