@@ -153,7 +153,16 @@ class Connection:
         return sqlglot.transpile(prepared.sql, read="duckdb", write=dialect)[0]
 
     def sql(self, query: str) -> Result:
-        """Run one dpsql statement and return its (noisy) result."""
+        """Run one dpsql statement and return its (noisy) result.
+
+        ``DESCRIBE t``, ``SHOW TABLES``, ``SHOW COLUMNS FROM t`` and ``information_schema``
+        queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
+        """
+        from dpsql.describe import answer
+
+        catalog = answer(self, query)
+        if catalog is not None:
+            return catalog
         prepared = self.prepare(query)
         if prepared.explain:
             import pyarrow as pa

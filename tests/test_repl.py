@@ -135,7 +135,7 @@ def test_public_query_has_no_report(drive: t.Callable[..., Session]) -> None:
 def test_schema_tables_policy_and_aliases(drive: t.Callable[..., Session]) -> None:
     s = drive(".schema adult\n\\d education_levels\n\\dt\n.policy\n\\?\n")
     assert "adult: private; privacy unit row, at most 1 row(s) per unit" in s.out
-    assert "│ age            │ [0, 100]" in s.out
+    assert "│ age            │ BIGINT  │ [0, 100]" in s.out
     assert "Female, Male" in s.out
     assert "education_levels: public" in s.out
     assert "│ education_levels │ public" in s.out

@@ -133,7 +133,7 @@ def _tables(state: ReplState, arg: str) -> None:
     state.emit(render_table(["table", "access", "privacy unit", "max rows per unit"], rows))
 
 
-@command(".schema", "columns of a table (or of all), with the policy's bounds and keys",
+@command(".schema", "columns of a table (or of all): types, and the policy's bounds and keys",
          aliases=("\\d",), usage="[TABLE]", arg="table")
 def _schema(state: ReplState, arg: str) -> None:
     names = [arg.lower()] if arg else state.con.tables()
@@ -148,12 +148,12 @@ def _schema(state: ReplState, arg: str) -> None:
             state.emit(f"{name}: private; privacy unit {tp.privacy_unit}, at most {tp.max_rows_per_unit} "
                        f"row(s) per unit")
         rows = []
-        for col in columns:
+        for col, dtype in columns.items():
             cp = tp.column(col)
             bounds = f"[{cp.lower:g}, {cp.upper:g}]" if cp.bounds else ""
             keys = ", ".join(map(str, cp.keys)) if cp.keys else ""
-            rows.append((col, bounds, keys))
-        state.emit(render_table(["column", "bounds", "keys"], rows))
+            rows.append((col, dtype, bounds, keys))
+        state.emit(render_table(["column", "type", "bounds", "keys"], rows))
 
 
 @command(".policy", "the privacy policy: neighbouring, budget, ledger, tables")
