@@ -154,7 +154,7 @@ def test_a_new_mechanism_is_added_in_one_file(con: dpsql.Connection, registered:
     completer = DPSQLCompleter(con)
     text = "SELECT DP_COUNT(*) FROM adult WITH (mechanism = toy"
     offered = [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
-    assert offered == ["toy_laplace"]
+    assert offered == ["'toy_laplace'"]
 
 
 def test_a_removed_mechanism_is_gone(con: dpsql.Connection, registered: t.Any) -> None:
@@ -272,7 +272,7 @@ def test_the_shell_reads_mechanism_names_from_the_registry_when_needed(con: dpsq
     completer = DPSQLCompleter(con)
     text = "SELECT DP_MEAN(age) FROM adult WITH (mechanism = "
     offered = [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
-    assert offered == list(choices())
+    assert offered == [f"'{name}'" for name in choices()]
     tokens = list(DPSQLLexer().get_tokens("SELECT DP_COUNT(*) FROM t WITH (mechanism = smooth, noise = cauchy)"))
     kinds = {text: tok for tok, text in tokens}
     assert kinds["smooth"] is Name.Constant and kinds["cauchy"] is Name.Constant

@@ -98,3 +98,27 @@ def test_the_shells_schema_shows_types(con, capsys) -> None:
     out = capsys.readouterr().out
     assert "│ column         │ type    │ bounds       │ keys" in out
     assert "│ age            │ BIGINT  │ [0, 100]     │" in out
+
+
+def _offered(con: dpsql.Connection, text: str, cursor: int | None = None) -> list[tuple[str, str]]:
+    doc = Document(text, len(text) if cursor is None else cursor)
+    found = DPSQLCompleter(con).get_completions(doc, CompleteEvent(completion_requested=True))
+    return [(c.text, c.display_text) for c in found]
+
+
+def test_mechanism_values_are_completed_as_strings(con) -> None:
+    assert ("'gaussian'", "'gaussian'") in _offered(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = ")
+    assert _offered(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = gau") == [("'gaussian'", "'gaussian'")]
+    # a quote already typed is kept, and so is a closing one after the cursor
+    assert _offered(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = 'gau") == [("gaussian'", "'gaussian'")]
+    text = "SELECT DP_SUM(age) FROM adult WITH (mechanism = 'gau')"
+    assert _offered(con, text, cursor=text.index("')")) == [("gaussian", "'gaussian'")]
+    assert _offered(con, "SELECT DP_AGG(avg(age), 0, 1) FROM adult WITH (aggregator = w") == \
+        [("'winsorized'", "'winsorized'")]
+
+
+def test_a_completed_value_parses(con) -> None:
+    text = "SELECT DP_SUM(age) FROM adult WITH (epsilon = 1, delta = 1e-6, mechanism = gau"
+    completion = _offered(con, text)[0][0]
+    full = text[: -len("gau")] + completion + ")"
+    assert con.explain(full).splitlines()[0] == "DP query"

@@ -224,7 +224,7 @@ def test_completes_tables_functions_options_commands(con: dpsql.Connection) -> N
     assert completions(con, "SELECT DP_ME")[:2] == ["DP_MEAN", "DP_MEDIAN"]
     assert completions(con, "select dp_me")[:2] == ["dp_mean", "dp_median"]
     assert completions(con, "SELECT DP_COUNT(*) FROM adult WITH (eps") == ["epsilon"]
-    assert "laplace" in completions(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = ")
+    assert "'laplace'" in completions(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = ")
     assert completions(con, "SELECT a.hours FROM adult a", cursor=14) == ["hours_per_week"]
     assert completions(con, "SELECT educ FROM education_levels", cursor=11)[:2] == ["education_num", "education"]
     assert completions(con, "SEL")[0] == "SELECT"
