@@ -160,3 +160,15 @@ def test_booleans_and_decimals_count_as_numbers_dates_do_not() -> None:
 def test_option_errors_stay_option_errors(con) -> None:
     with pytest.raises(OptionError):
         con.sql("SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1, mechanism = 'lapalce')")
+
+
+def test_the_shell_draws_the_caret_too(con, capsys) -> None:
+    from dpsql.interfaces.repl.executor import run_input
+    from dpsql.interfaces.repl.state import ReplState
+
+    run_input(ReplState(con), "SELECT DP_COUNT(*)\n  FORM adult WITH (epsilon = 1);")
+    assert capsys.readouterr().err.splitlines() == [
+        "Error: syntax error at line 2, column 3 near 'FORM': did you mean FROM?",
+        "    FORM adult WITH (epsilon = 1)",
+        "    ^^^^",
+    ]

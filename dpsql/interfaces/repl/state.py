@@ -51,9 +51,10 @@ class ReplState:
         """Print ``text`` on the target."""
         print(text, file=self.target, flush=True)
 
-    def error(self, message: str) -> None:
-        """Print ``Error: message`` on standard error, in red on a terminal."""
-        text = f"Error: {message}"
+    def error(self, message: str, detail: t.Sequence[str] = ()) -> None:
+        """Print ``Error: message`` on standard error, in red on a terminal; then the ``detail``
+        lines (a syntax error's line and caret)."""
+        text = "\n".join([f"Error: {message}", *detail])
         stream = sys.stderr
         if isatty(stream):
             from prompt_toolkit import print_formatted_text
