@@ -116,6 +116,16 @@ class Connection:
         return text
 
     @property
+    def data_files(self) -> tuple[str, ...]:
+        """Files the locked-down DuckDB may still read (the views over data files read them)."""
+        try:
+            # fetchall: a result left unfinished would block the connection's next query
+            value = self.engine.connection.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0]
+        except duckdb.Error:
+            return ()
+        return tuple(value or ())
+
+    @property
     def database_files(self) -> tuple[str, ...]:
         """The DuckDB database files this connection reads (none in memory)."""
         return self.engine.files

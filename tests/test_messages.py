@@ -124,6 +124,18 @@ def test_a_long_line_is_cut_around_the_token() -> None:
     assert line[caret.index("^"):].startswith("FORM")
 
 
+def test_the_cli_draws_the_caret_under_the_error(capsys) -> None:
+    from dpsql.interfaces.cli import main
+
+    assert main(["--demo", "-c", "SELEC DP_MEAN(age) FROM adult"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "Error: syntax error at line 1, column 1 near 'SELEC': unknown statement SELEC; did you mean SELECT?",
+        "  SELEC DP_MEAN(age) FROM adult",
+        "  ^^^^^",
+    ]
+
+
 # -- argument types --------------------------------------------------------------------------
 
 

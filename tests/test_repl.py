@@ -289,14 +289,15 @@ def test_piped_statements_run_and_exit() -> None:
                                      "SELECT education FROM education_levels WHERE education_num = 16;\n")
     assert proc.returncode == 0, proc.stderr
     assert "│ DP_COUNT(*) │" in proc.stdout and "-- DP_COUNT(*): laplace" in proc.stdout
-    assert "Doctorate" in proc.stdout and proc.stderr == ""
+    assert "Doctorate" in proc.stdout
+    assert proc.stderr.startswith("-- budget: spent ε=0.100") and len(proc.stderr.splitlines()) == 1
     assert "dpsql>" not in proc.stdout  # no prompt without a terminal
 
 
 def test_piped_refusal_exits_one_after_running_the_rest() -> None:
     proc = dpsql_cmd("--demo", stdin="SELECT * FROM adult; SELECT DP_COUNT(*) FROM adult WITH (epsilon = 0.1);")
     assert proc.returncode == 1
-    assert proc.stderr.startswith("Error: table adult is private")
+    assert proc.stderr.startswith("Error: statement 1 (line 1): table adult is private")
     assert "│ DP_COUNT(*) │" in proc.stdout
 
 

@@ -218,9 +218,11 @@ def _read(state: ReplState, arg: str) -> None:
     if state.script_runner is None:  # pragma: no cover - the executor always sets it
         raise Error(".read is not available here")
     state.read_depth += 1
+    state.read_files.append(path)
     try:
         state.script_runner(state, text)
     finally:
+        state.read_files.pop()
         state.read_depth -= 1
 
 
