@@ -5,6 +5,7 @@
     >>> con.sql("SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)").fetchall()
 
 The errors are imported eagerly; the rest on first use, so that the command starts quickly.
+In IPython or Jupyter, ``%load_ext dpsql`` adds the ``%%dpsql`` cell magic.
 """
 
 from __future__ import annotations
@@ -58,3 +59,10 @@ def __getattr__(name: str) -> t.Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'dpsql' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: t.Any) -> None:
+    """``%load_ext dpsql``: register the ``%%dpsql`` cell magic (:mod:`dpsql.interfaces.notebook`)."""
+    from dpsql.interfaces.notebook import load_ipython_extension as load
+
+    load(ipython)

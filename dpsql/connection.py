@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import duckdb
 
+from dpsql.display import html_lines, html_table, render_table
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
-from dpsql.errors import Error, ExecutionError, OptionError, PolicyError, PrivacyError
+from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
@@ -45,6 +46,39 @@ class BudgetStatus:
             f"remaining {format_cost(self.remaining, self.kind)}"
         )
 
+    # -- display: a small table of total / spent / remaining, and the history ----------------
+
+    def amounts(self) -> tuple[list[str], list[tuple[t.Any, ...]]]:
+        """Columns and rows of the total, spent and remaining budget (ε and δ, or ρ)."""
+        if self.kind == "zcdp":
+            return ["budget", "ρ"], [(name, round(c.rho, 12)) for name, c in self._parts()]
+        return ["budget", "ε", "δ"], [(name, round(c.epsilon, 12), c.delta) for name, c in self._parts()]
+
+    def _parts(self) -> list[tuple[str, Cost]]:
+        return [("total", self.total), ("spent", self.spent), ("remaining", self.remaining)]
+
+    def history_rows(self, width: int = 60) -> tuple[list[str], list[tuple[t.Any, ...]]]:
+        """Columns and rows of the history: one row per charge, queries cut to ``width`` characters."""
+        rows = []
+        for entry in self.history:
+            query = " ".join(entry.query.split())
+            rows.append((entry.id, entry.time.astimezone().strftime("%H:%M:%S"), format_cost(entry.cost, self.kind),
+                         entry.detail, query if len(query) <= width else query[:width - 1] + "…"))
+        return ["#", "time", "cost", "mechanisms", "query"], rows
+
+    def __repr__(self) -> str:
+        lines = [render_table(*self.amounts())]
+        if self.history:
+            lines.append(render_table(*self.history_rows()))
+        else:
+            lines.append("no query has spent budget yet")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        history = html_table(*self.history_rows(), caption="history") if self.history else \
+            html_lines(["no query has spent budget yet"])
+        return html_table(*self.amounts()) + history
+
 
 class Connection:
     """A DuckDB connection seen through a privacy policy."""
@@ -63,6 +97,33 @@ class Connection:
         self.noise = noise or default_noise()
         if ledger.path is not None:
             _refuse_test_noise(self.noise, ledger.path)
+        #: whether the DuckDB connection was the caller's (``connect(duckdb_connection, ...)``):
+        #: locking it down locked the caller's whole DuckDB instance; the repr says so
+        self.locked_caller_connection = False
+
+    def __repr__(self) -> str:
+        where = ", ".join(self.database_files) or "an in-memory DuckDB"
+        policy = self.policy.source or "a policy"
+        try:
+            budget = f"; remaining {format_cost(self.ledger.remaining(), self.ledger.budget.kind)}"
+        except Exception:  # closed
+            budget = ""
+        text = f"<dpsql.Connection to {where}, {policy}, tables: {', '.join(sorted(self.policy.tables))}{budget}>"
+        if self.locked_caller_connection:
+            text += ("\nNOTE: the DuckDB connection given to dpsql.connect() is locked down for good: no file "
+                     "access, no extensions, no changes of settings, for every connection of its DuckDB "
+                     "instance (DuckDB keeps these settings per instance, not per connection)")
+        return text
+
+    @property
+    def data_files(self) -> tuple[str, ...]:
+        """Files the locked-down DuckDB may still read (the views over data files read them)."""
+        try:
+            # fetchall: a result left unfinished would block the connection's next query
+            value = self.engine.connection.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0]
+        except duckdb.Error:
+            return ()
+        return tuple(value or ())
 
     @property
     def database_files(self) -> tuple[str, ...]:
@@ -102,7 +163,16 @@ class Connection:
         return sqlglot.transpile(prepared.sql, read="duckdb", write=dialect)[0]
 
     def sql(self, query: str) -> Result:
-        """Run one dpsql statement and return its (noisy) result."""
+        """Run one dpsql statement and return its (noisy) result.
+
+        ``DESCRIBE t``, ``SHOW TABLES``, ``SHOW COLUMNS FROM t`` and ``information_schema``
+        queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
+        """
+        from dpsql.describe import answer
+
+        catalog = answer(self, query)
+        if catalog is not None:
+            return catalog
         prepared = self.prepare(query)
         if prepared.explain:
             import pyarrow as pa
@@ -139,7 +209,7 @@ class Connection:
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
         return Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
-                      confidence=prepared.bound.options.confidence)
+                      confidence=prepared.bound.options.confidence, sources=report_sources(prepared))
 
     def _check_budget(self, prepared: PreparedQuery) -> Cost:
         """The plan's cost in the ledger's kind, refused (BudgetError) if it exceeds what remains."""
@@ -174,6 +244,66 @@ class Connection:
         self.close()
 
 
+def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+    """Make declared tables that are registered pandas/Arrow objects (or other temporary tables)
+    readable as tables of the database.
+
+    ``con.register("visits", frame)`` creates a temporary view, outside the database whose
+    tables dpsql reads. For each declared table the database lacks but the temporary catalog
+    holds, an in-memory database gets a view of the same name over it (run before the lockdown;
+    the object itself stays where it is). A database file is never written to: there such a
+    table is refused, with what to do instead.
+    """
+    database, path = con.execute(
+        "SELECT database_name, path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()[0]
+    rows = con.execute(
+        "SELECT lower(table_name), table_catalog FROM information_schema.tables "
+        "WHERE table_schema = 'main' AND table_catalog IN (?, 'temp')", [database]
+    ).fetchall()
+    where: dict[str, set[str]] = {}
+    for name, catalog in rows:
+        where.setdefault(name, set()).add(catalog)
+    for name in sorted(policy.tables):
+        if where.get(name) != {"temp"}:
+            continue
+        if path:
+            raise PolicyError(
+                f"table {name} is a registered (temporary) object, not a table of database {path}, which "
+                f"dpsql never writes to; register it on an in-memory connection (duckdb.connect()), or "
+                f"store it as a table: CREATE TABLE {name} AS ...")
+        quoted = '"' + name.replace('"', '""') + '"'
+        db = '"' + database.replace('"', '""') + '"'
+        con.execute(f"CREATE VIEW {db}.main.{quoted} AS SELECT * FROM temp.main.{quoted}")
+
+
+def report_sources(prepared: PreparedQuery) -> list[int | None]:
+    """For each output column, the index of the report entry of the DP aggregate it shows as
+    released, or None (a group key, or an expression computed from the noisy values)."""
+    from sqlglot import exp
+
+    plan, outer = prepared.plan, prepared.bound.outer
+    if plan is None or outer is None:
+        return []
+    entry = {p.agg.index: j for j, p in enumerate(plan.prepared)}  # the report is in plan order
+    sources: list[int | None] = []
+    for proj in outer.expressions:
+        expr = proj.this if isinstance(proj, exp.Alias) else proj
+        name = expr.name if isinstance(expr, exp.Column) and not expr.table else ""
+        index = int(name[3:]) if name.startswith("__a") and name[3:].isdigit() else None
+        sources.append(entry.get(index) if index is not None else None)
+    return sources
+
+
+def _missing_ledger(database: t.Any, policy: t.Any, pol: Policy) -> str:
+    """The message for a policy whose ledger file does not exist: how to create it, exactly."""
+    db = database if isinstance(database, (str, os.PathLike)) else "DATABASE"
+    source = policy if isinstance(policy, (str, os.PathLike)) else (pol.source or "POLICY")
+    return (f"budget ledger {pol.ledger} does not exist; create it once with "
+            f"dpsql.connect({str(db)!r}, {str(source)!r}, init_ledger=True), or on the command line: "
+            f"dpsql {db} --policy {source} --init-ledger; dpsql never starts a fresh budget silently")
+
+
 def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
     """A durable ledger records releases as private: only the secure noise source may make them."""
     if getattr(noise, "secure", False) is not True:
@@ -195,8 +325,11 @@ def connect(
 ) -> Connection:
     """Open a DP connection.
 
-    ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection (which
-    dpsql then hardens and owns). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
+    ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection, which
+    dpsql then locks down and owns: DuckDB keeps file access, extensions and the configuration
+    lock per instance, so every connection and cursor of that DuckDB instance loses them for
+    good (tables and pandas/Arrow objects registered on it before stay readable, as the
+    policy allows). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
     ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
     by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
     in-memory one for the life of the connection. A test noise source (such as ``SeededNoise``)
@@ -207,6 +340,8 @@ def connect(
     pol = load_policy(policy)
     if noise is not None and pol.ledger is not None:
         _refuse_test_noise(noise, pol.ledger)  # before anything is opened or created
+    if pol.ledger is not None and not init_ledger and not os.path.lexists(pol.ledger):
+        raise LedgerError(_missing_ledger(database, policy, pol))  # before anything is opened
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:
@@ -216,7 +351,10 @@ def connect(
             raise Error(f"cannot open database {database}: {str(err).splitlines()[0]}") from None
     if setup is not None:
         setup(con)
+    expose_registered(con, pol)
     harden(con)
     ledger = Ledger.open(pol.ledger, pol.budget, create=init_ledger)
-    return Connection(con, pol, ledger, noise=noise)
+    connection = Connection(con, pol, ledger, noise=noise)
+    connection.locked_caller_connection = con is database
+    return connection
 

@@ -12,7 +12,45 @@ class Error(Exception):
 
 
 class ParseError(Error):
-    """The statement is not valid dpsql SQL."""
+    """The statement is not valid dpsql SQL.
+
+    When the position of the offending token is known, ``line`` and ``column`` (1-based, in
+    the statement as given) and ``length`` locate it, and ``source`` is that line of the
+    statement; :meth:`pointer` draws it with a caret under the token. ``reason`` is the message
+    without the position (``near 'FORM': did you mean FROM?``), for callers that say where the
+    statement is themselves.
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None,
+                 length: int = 1, source: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.line = line
+        self.column = column
+        self.length = max(1, length)
+        self.source = source
+
+    def pointer(self, width: int = 100) -> list[str]:
+        """The statement's line and a caret line under the token (``[]`` without a position).
+
+        A line longer than ``width`` is cut to a window around the token, marked with ``…``.
+        """
+        if self.source is None or self.column is None:
+            return []
+        text = self.source.expandtabs(1).rstrip()
+        start = min(self.column - 1, len(text))
+        length = min(self.length, max(1, len(text) - start))
+        if len(text) > width:
+            cut = max(0, min(start - width // 3, len(text) - width))
+            end = cut + width
+            shown = text[cut:end]
+            if cut:
+                shown = "…" + shown[1:]
+            if end < len(text):
+                shown = shown[:-1] + "…"
+            text, start = shown, start - cut
+            length = min(length, max(1, width - start))
+        return [text, " " * start + "^" * length]
 
 
 class OptionError(Error):

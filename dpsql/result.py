@@ -5,8 +5,13 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass, field
 
+from dpsql.display import html_lines, html_table, render_table
+from dpsql.errors import Error
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.report import ReportEntry, fmt
+
+#: rows a Result shows in its text and HTML forms (all of them are in fetchall(), df(), ...)
+SHOWN_ROWS = 40
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
@@ -16,8 +21,11 @@ if t.TYPE_CHECKING:
 class Result:
     """The (already noisy) answer of a query.
 
-    ``report`` has one :class:`ReportEntry` per released DP column; it is empty for queries on
-    public tables. ``cost`` is what the query charged to the ledger.
+    ``report`` has one :class:`ReportEntry` per released DP aggregate; it is empty for queries
+    on public tables. ``cost`` is what the query charged to the ledger. ``sources`` maps each
+    output column to the index of the report entry of the DP aggregate it shows as released
+    (``None`` for group keys and for expressions computed from the noisy values, whose
+    accuracy the report does not give).
     """
 
     table: pa.Table
@@ -26,6 +34,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     #: the level of the report's intervals (the query's ``confidence`` option)
     confidence: float = 0.95
+    sources: list[int | None] = field(default_factory=list)
     _cursor: int = 0
 
     @property
@@ -61,17 +70,50 @@ class Result:
     def arrow(self) -> pa.Table:
         return self.table
 
-    def df(self) -> t.Any:
-        """A pandas DataFrame."""
-        return self.table.to_pandas()
+    def df(self, intervals: bool = False) -> t.Any:
+        """A pandas DataFrame; its ``attrs["dpsql_report"]`` holds the report, one dict per entry.
+
+        With ``intervals=True``, each column that is a DP aggregate as released is followed by
+        ``<column>_ci``: the half-width of its confidence interval at the query's ``confidence``
+        level (for grouped output, the widest over the groups; NaN where the mechanism gives
+        none). Columns computed from the noisy values get no interval.
+        """
+        frame = self.table.to_pandas()
+        frame.attrs["dpsql_report"] = self.report_dicts()
+        if not intervals:
+            return frame
+        for k in reversed(range(len(self.columns))):
+            entry = self.entry_of(k)
+            if entry is None:
+                continue
+            name = f"{self.columns[k]}_ci"
+            if name in self.columns:
+                raise Error(f"df(intervals=True): the result already has a column {name}")
+            width = entry.ci_half_width
+            frame.insert(k + 1, name, float(width) if width is not None else float("nan"))
+        return frame
+
+    def entry_of(self, column: int | str) -> ReportEntry | None:
+        """The report entry of output column ``column`` (a position or a name), or None if the
+        column is not a DP aggregate as released."""
+        k = self.columns.index(column) if isinstance(column, str) else column
+        j = self.sources[k] if k < len(self.sources) else None
+        return self.report[j] if j is not None else None
+
+    def report_dicts(self) -> list[dict[str, t.Any]]:
+        """The report as plain dicts, each with its confidence level and the output columns it
+        describes."""
+        out = []
+        for j, entry in enumerate(self.report):
+            columns = [c for c, src in zip(self.columns, self.sources) if src == j]
+            out.append({**entry.as_dict(), "confidence": self.confidence, "output_columns": columns})
+        return out
 
     def pl(self) -> t.Any:
         """A polars DataFrame (needs polars installed)."""
         try:
             import polars
         except ImportError:
-            from dpsql.errors import Error
-
             raise Error("Result.pl() needs polars: pip install polars") from None
         return polars.from_arrow(self.table)
 
@@ -107,5 +149,28 @@ class Result:
     def __len__(self) -> int:
         return self.table.num_rows
 
+    # -- display -----------------------------------------------------------------------------
+
+    def _shown(self) -> tuple[list[tuple[t.Any, ...]], str]:
+        rows = self._rows()
+        more = f"{len(rows)} rows, the first {SHOWN_ROWS} shown" if len(rows) > SHOWN_ROWS else ""
+        return rows[:SHOWN_ROWS], more
+
     def __repr__(self) -> str:
-        return f"Result(columns={self.columns}, rows={self.table.num_rows}, cost={self.cost})"
+        """The rows as a table (like the ``dpsql`` command), then the report, one line each."""
+        if self.columns == ["explain"]:
+            return "\n".join(str(row[0]) for row in self._rows())
+        rows, more = self._shown()
+        lines = [render_table(self.columns, rows)] + ([f"({more})"] if more else [])
+        lines += [f"-- {line}" for line in [*self.report_lines(), *self.notes]]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """The rows as an HTML table with the report under it (Jupyter shows this)."""
+        import html
+
+        if self.columns == ["explain"]:
+            return f"<pre>{html.escape(repr(self))}</pre>"
+        rows, more = self._shown()
+        return html_table(self.columns, rows) + html_lines(
+            ([f"({more})"] if more else []) + [*self.report_lines(), *self.notes])

@@ -8,6 +8,7 @@ import tomllib
 from importlib import resources
 
 import hypothesis  # noqa: F401
+import IPython  # noqa: F401
 import matplotlib  # noqa: F401
 import pytest
 import scipy  # noqa: F401

@@ -154,7 +154,7 @@ def test_a_new_mechanism_is_added_in_one_file(con: dpsql.Connection, registered:
     completer = DPSQLCompleter(con)
     text = "SELECT DP_COUNT(*) FROM adult WITH (mechanism = toy"
     offered = [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
-    assert offered == ["toy_laplace"]
+    assert offered == ["'toy_laplace'"]
 
 
 def test_a_removed_mechanism_is_gone(con: dpsql.Connection, registered: t.Any) -> None:
@@ -272,7 +272,7 @@ def test_the_shell_reads_mechanism_names_from_the_registry_when_needed(con: dpsq
     completer = DPSQLCompleter(con)
     text = "SELECT DP_MEAN(age) FROM adult WITH (mechanism = "
     offered = [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
-    assert offered == list(choices())
+    assert offered == [f"'{name}'" for name in choices()]
     tokens = list(DPSQLLexer().get_tokens("SELECT DP_COUNT(*) FROM t WITH (mechanism = smooth, noise = cauchy)"))
     kinds = {text: tok for tok, text in tokens}
     assert kinds["smooth"] is Name.Constant and kinds["cauchy"] is Name.Constant
@@ -287,7 +287,7 @@ def test_the_shell_reads_mechanism_names_from_the_registry_when_needed(con: dpsq
 def test_mechanism_names_are_checked_against_the_registry(con: dpsql.Connection) -> None:
     text = _refused(con, "SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'lapalce', epsilon = 1)",
                     OptionError, "option 'mechanism' must be one of")
-    assert text == f"option 'mechanism' must be one of {', '.join(choices())}; got 'lapalce'"
+    assert text == f"option 'mechanism' must be one of {', '.join(choices())}; got 'lapalce'; did you mean laplace?"
     assert choices()[-1] == "auto" and set(choices()[:-1]) == set(REGISTRY)
     _refused(con, "SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'two words', epsilon = 1)",
              OptionError, "option 'mechanism' must be a name")

@@ -135,7 +135,7 @@ def test_public_query_has_no_report(drive: t.Callable[..., Session]) -> None:
 def test_schema_tables_policy_and_aliases(drive: t.Callable[..., Session]) -> None:
     s = drive(".schema adult\n\\d education_levels\n\\dt\n.policy\n\\?\n")
     assert "adult: private; privacy unit row, at most 1 row(s) per unit" in s.out
-    assert "│ age            │ [0, 100]" in s.out
+    assert "│ age            │ BIGINT  │ [0, 100]" in s.out
     assert "Female, Male" in s.out
     assert "education_levels: public" in s.out
     assert "│ education_levels │ public" in s.out
@@ -224,7 +224,7 @@ def test_completes_tables_functions_options_commands(con: dpsql.Connection) -> N
     assert completions(con, "SELECT DP_ME")[:2] == ["DP_MEAN", "DP_MEDIAN"]
     assert completions(con, "select dp_me")[:2] == ["dp_mean", "dp_median"]
     assert completions(con, "SELECT DP_COUNT(*) FROM adult WITH (eps") == ["epsilon"]
-    assert "laplace" in completions(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = ")
+    assert "'laplace'" in completions(con, "SELECT DP_SUM(age) FROM adult WITH (mechanism = ")
     assert completions(con, "SELECT a.hours FROM adult a", cursor=14) == ["hours_per_week"]
     assert completions(con, "SELECT educ FROM education_levels", cursor=11)[:2] == ["education_num", "education"]
     assert completions(con, "SEL")[0] == "SELECT"
@@ -289,14 +289,15 @@ def test_piped_statements_run_and_exit() -> None:
                                      "SELECT education FROM education_levels WHERE education_num = 16;\n")
     assert proc.returncode == 0, proc.stderr
     assert "│ DP_COUNT(*) │" in proc.stdout and "-- DP_COUNT(*): laplace" in proc.stdout
-    assert "Doctorate" in proc.stdout and proc.stderr == ""
+    assert "Doctorate" in proc.stdout
+    assert proc.stderr.startswith("-- budget: spent ε=0.100") and len(proc.stderr.splitlines()) == 1
     assert "dpsql>" not in proc.stdout  # no prompt without a terminal
 
 
 def test_piped_refusal_exits_one_after_running_the_rest() -> None:
     proc = dpsql_cmd("--demo", stdin="SELECT * FROM adult; SELECT DP_COUNT(*) FROM adult WITH (epsilon = 0.1);")
     assert proc.returncode == 1
-    assert proc.stderr.startswith("Error: table adult is private")
+    assert proc.stderr.startswith("Error: statement 1 (line 1): table adult is private")
     assert "│ DP_COUNT(*) │" in proc.stdout
 
 

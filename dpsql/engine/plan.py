@@ -38,6 +38,7 @@ import duckdb
 
 from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
+from dpsql.sql.suggest import did_you_mean
 from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
 from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
@@ -261,7 +262,8 @@ def _check_mechanism_option(bound: Bound) -> None:
     if name is None:
         return
     if name != AUTO and name not in REGISTRY:
-        raise OptionError(f"option 'mechanism' must be one of {', '.join(choices())}; got '{name}'")
+        raise OptionError(f"option 'mechanism' must be one of {', '.join(choices())}; got '{name}'"
+                          + did_you_mean(name, choices()))
     if bound.options.rho is not None and (name == AUTO or not REGISTRY[name].supports_rho):
         zcdp = " or ".join(f"'{n}'" for n, m in REGISTRY.items() if m.supports_rho) or "one that supports it"
         raise OptionError(f"option 'rho' (zCDP) needs mechanism={zcdp}")

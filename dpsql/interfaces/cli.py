@@ -1,13 +1,20 @@
 """The ``dpsql`` command.
 
-    dpsql [DATABASE] [--policy FILE] [-c SQL] [-f FILE] [--format table|csv|json] [--demo]
-    dpsql [DATABASE] --policy FILE --set-budget
+    dpsql [DATABASE | DATA FILES] [--policy FILE] [-c SQL] [-f FILE] [--format table|csv|json] [--demo]
+    dpsql DATABASE --policy FILE --budget | --init-ledger | --set-budget
 
 With ``-c`` or ``-f`` it runs the statements and exits; with neither, it reads statements from
-standard input, or opens the interactive shell when standard input is a terminal. A refused or
-failed statement prints one line ``Error: ...`` on stderr and the exit status is 1; usage
-errors exit 2. Nothing prints a traceback. ``--set-budget`` makes the policy's budget the total
-of its ledger file (fixed when the ledger was created), records the change there, and exits.
+standard input, or opens the interactive shell when standard input is a terminal. Special
+commands (``.budget``, ``.tables``, ...) work in all of them, each on a line of its own. A
+refused or failed statement prints ``Error: ...`` on stderr (in a file, with the statement's
+number and line; a syntax error adds the line and a caret) and the exit status is 1; usage
+errors exit 2. Nothing prints a traceback.
+
+DATABASE is a DuckDB file, which must exist unless ``--create`` is given. Data files (Parquet,
+CSV, JSON, or a glob of them) open as the one table the policy declares. ``--budget`` prints
+the budget spent and remaining and every charge. ``--set-budget`` makes the policy's budget the
+total of its ledger file (fixed when the ledger was created), records the change there, and
+exits.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import sys
 import typing as t
 
 from dpsql.errors import Error
-from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, Parser, one_line, split_statements
-from dpsql.interfaces.output import FORMATS, render
+from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, Parser, one_line, pointer_lines
+from dpsql.interfaces.output import FORMATS
+
 
 def output_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The output options every command shares."""
@@ -30,11 +38,16 @@ def output_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="dpsql", description="Differentially private SQL for DuckDB.")
-    p.add_argument("database", nargs="?", default=":memory:", help="DuckDB database file (default: in memory)")
+    p.add_argument("database", nargs="*", metavar="DATABASE",
+                   help="DuckDB database file (default: in memory), or Parquet/CSV/JSON files or a glob "
+                        "opened as the policy's one table")
     p.add_argument("--policy", metavar="FILE", help="privacy policy (TOML, YAML or SmartNoise YAML)")
     p.add_argument("-c", dest="command", metavar="SQL", action="append", help="run SQL and exit (repeatable)")
     p.add_argument("-f", dest="file", metavar="FILE", help="run the statements in FILE and exit")
     p.add_argument("--demo", action="store_true", help="use the bundled UCI Adult table and its policy")
+    p.add_argument("--create", action="store_true", help="create DATABASE if it does not exist")
+    p.add_argument("--budget", action="store_true",
+                   help="print the budget spent and remaining and every charge (after -c/-f, if given)")
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
     p.add_argument("--set-budget", action="store_true",
                    help="change the ledger's total to the policy's budget (recorded in the ledger), then exit")
@@ -42,47 +55,76 @@ def build_parser() -> argparse.ArgumentParser:
     return output_options(p)
 
 
-def print_result(
-    result: t.Any, fmt: str, report: bool, out: t.TextIO | None = None, err: t.TextIO | None = None
-) -> None:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    if result.columns == ["explain"]:  # EXPLAIN: plain text, whatever the format
-        print("\n".join(row[0] for row in result.fetchall()), file=out)
-        return
-    print(render(fmt, result.columns, result.fetchall()), file=out)
-    if not report:
-        return
-    lines = result.report_lines() + list(result.notes)
-    target = out if fmt == "table" else err
-    for line in lines:
-        print(f"-- {line}", file=target)
-
-
-def run_statements(con: t.Any, statements: list[str], fmt: str, report: bool) -> int:
-    status = EXIT_OK
-    for stmt in statements:
-        try:
-            result = con.sql(stmt)
-        except Error as err:
-            print(f"Error: {one_line(err)}", file=sys.stderr)
-            status = EXIT_ERROR
-            continue
-        print_result(result, fmt, report)
-    return status
-
-
 def open_connection(args: argparse.Namespace) -> t.Any:
     from dpsql.connection import connect
     from dpsql.interfaces.demo import connect_demo
+    from dpsql.privacy.policy import load_policy
 
     if args.demo:
-        if args.policy or args.database != ":memory:":
+        if args.policy or args.database:
             raise Error("--demo uses its own in-memory database and policy; drop DATABASE and --policy")
         return connect_demo()
     if not args.policy:
         raise Error("a policy is required: dpsql DATABASE --policy FILE (or dpsql --demo)")
-    return connect(args.database, args.policy, init_ledger=args.init_ledger)
+    policy = load_policy(args.policy)
+    database, setup = _source(args, policy)
+    _check_ledger(args, policy)
+    created = policy.ledger is not None and not os.path.lexists(policy.ledger)
+    con = connect(database, policy, init_ledger=args.init_ledger, setup=setup)
+    if args.init_ledger:
+        _say_what_init_ledger_did(args, policy, created)
+    return con
+
+
+def _source(args: argparse.Namespace, policy: t.Any) -> tuple[str, t.Any]:
+    """The database to open and the ``setup`` to run on it, from the positional arguments."""
+    from dpsql.interfaces.files import view_setup
+
+    names: list[str] = args.database
+    if names and _all_data_files(names):
+        if args.create:
+            raise Error("--create makes a DuckDB database; data files are read where they are")
+        return ":memory:", view_setup(names, policy)
+    database = names[0] if names else ":memory:"
+    if database != ":memory:" and not os.path.exists(database) and not args.create:
+        raise Error(f"database {database} does not exist; check the path, or give --create to create "
+                    "an empty one")
+    return database, None
+
+
+def _all_data_files(names: list[str]) -> bool:
+    from dpsql.interfaces.files import is_data_file
+
+    return all(is_data_file(n) for n in names)
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that opens what ``args`` opens (for messages)."""
+    import shlex
+
+    return " ".join(["dpsql", *map(shlex.quote, args.database), "--policy", shlex.quote(args.policy)])
+
+
+def _check_ledger(args: argparse.Namespace, policy: t.Any) -> None:
+    if policy.ledger is None or args.init_ledger or os.path.lexists(policy.ledger):
+        return
+    raise Error(f"budget ledger {policy.ledger} does not exist; create it once with: {_command(args)} "
+                "--init-ledger (in Python: dpsql.connect(..., init_ledger=True)); dpsql never starts a "
+                "fresh budget silently")
+
+
+def _say_what_init_ledger_did(args: argparse.Namespace, policy: t.Any, created: bool) -> None:
+    from dpsql.privacy.ledger import format_total
+
+    kind = policy.budget.kind
+    if policy.ledger is None:
+        note = (f"policy {args.policy} names no budget.ledger: its budget is kept in memory for this run "
+                "only; nothing to create")
+    elif created:
+        note = f"created ledger {policy.ledger} with {format_total(policy.budget.total, kind)}"
+    else:
+        note = f"ledger {policy.ledger} exists already (total {format_total(policy.budget.total, kind)}); left as it is"
+    print(note, file=sys.stderr, flush=True)
 
 
 def set_budget(args: argparse.Namespace) -> int:
@@ -116,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         from dpsql.interfaces.sensitivity_cli import main as sensitivity_main
 
         return sensitivity_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if len(args.database) > 1 and not _all_data_files(args.database):
+        parser.error(f"give one DATABASE, or data files (.parquet, .csv, .json); got {' '.join(args.database)}")
     try:
         if args.command and args.file:
             raise Error("give either -c or -f, not both")
@@ -124,25 +169,13 @@ def main(argv: list[str] | None = None) -> int:
             return set_budget(args)
         con = open_connection(args)
         try:
-            if args.command:
-                statements = [s for c in args.command for s in split_statements(c)]
-            elif args.file:
-                try:
-                    with open(args.file, encoding="utf-8") as fh:
-                        statements = split_statements(fh.read())
-                except OSError as err:
-                    raise Error(f"cannot read {args.file}: {err.strerror}") from None
-            elif sys.stdin.isatty():
-                from dpsql.interfaces.repl import run_repl
-
-                return run_repl(con, fmt=args.format)
-            else:
-                statements = split_statements(sys.stdin.read())
-            return run_statements(con, statements, args.format, not args.no_report)
+            return run(con, args)
         finally:
             con.close()
     except Error as err:
         print(f"Error: {one_line(err)}", file=sys.stderr)
+        for line in pointer_lines(err):
+            print(line, file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # e.g. `dpsql ... | head`: the reader left, nothing to report
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
@@ -155,3 +188,35 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+def run(con: t.Any, args: argparse.Namespace) -> int:
+    """Run ``-c``, ``-f``, piped input or the shell on ``con``; the exit status."""
+    from dpsql.interfaces.script import ScriptRunner
+
+    scripts: list[tuple[str, str | None, bool]] = []  # (text, file name, number the statements)
+    if not (args.command or args.file) and (args.budget or args.init_ledger):
+        pass  # --budget / --init-ledger alone: do that, read no statements
+    elif args.command:
+        scripts = [(c, None, False) for c in args.command]
+    elif args.file:
+        try:
+            with open(args.file, encoding="utf-8") as fh:
+                scripts = [(fh.read(), args.file, True)]
+        except OSError as err:
+            raise Error(f"cannot read {args.file}: {err.strerror}") from None
+    elif sys.stdin.isatty():
+        from dpsql.interfaces.repl import run_repl
+
+        return run_repl(con, fmt=args.format)
+    else:
+        scripts = [(sys.stdin.read(), None, True)]
+    runner = ScriptRunner(con, fmt=args.format, report=not args.no_report)
+    try:
+        for text, source, numbered in scripts:
+            runner.run(text, source=source, numbered=numbered)
+            if runner.state.quit:
+                break
+        if args.budget:
+            runner.run(".budget", numbered=False)
+    finally:
+        runner.finish()
+    return EXIT_ERROR if runner.failed else EXIT_OK

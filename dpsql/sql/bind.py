@@ -26,6 +26,7 @@ from sqlglot import exp
 from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.errors import BindError, PrivacyError
+from dpsql.sql.argtypes import check_argument_types
 from dpsql.sql.guards import check_functions, check_statement
 from dpsql.sql.options import Options, parse_options
 from dpsql.privacy.policy import Policy, TablePolicy
@@ -231,6 +232,7 @@ def _bind_select(
     for agg in aggregates:
         if agg.column is not None:
             agg.column_type = types.get(agg.column)
+    check_argument_types(aggregates)
     user_groups, group_by = _group_exprs(select, rel)
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)

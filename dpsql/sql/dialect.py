@@ -292,7 +292,9 @@ def parse(sql: str) -> DPQuery:
     try:
         statements = sqlglot.parse(text, dialect=DPSQL)
     except SqlglotParseError as err:
-        raise ParseError(_one_line(err)) from None
+        from dpsql.sql.syntax import syntax_error
+
+        raise syntax_error(err, sql, text) from None
     except TokenError as err:
         raise ParseError(f"cannot tokenize the statement: {err}") from None
     finally:
@@ -312,18 +314,6 @@ def parse(sql: str) -> DPQuery:
     if explain:
         stmt.set("explain", True)
     return stmt
-
-
-def _one_line(err: SqlglotParseError) -> str:
-    details = getattr(err, "errors", None) or []
-    if details:
-        d = details[0]
-        desc = str(d.get("description", "")).strip()
-        tok = (d.get("highlight") or "").strip()
-        where = f"line {d.get('line')}, column {d.get('col')}"
-        near = f" near '{tok}'" if tok else ""
-        return f"syntax error at {where}{near}: {desc}"
-    return "syntax error: " + str(err).splitlines()[0]
 
 
 def to_sql(node: exp.Expression) -> str:

@@ -12,6 +12,7 @@ import typing as t
 from sqlglot import exp
 
 from dpsql.errors import PrivacyError
+from dpsql.sql.suggest import check_dp_function_names
 
 
 def refuse(msg: str) -> t.NoReturn:
@@ -48,7 +49,9 @@ def check_statement(query: exp.Expression) -> None:
 
 
 def check_functions(query: exp.Expression) -> None:
-    """File, settings and catalog functions are refused anywhere in a query."""
+    """File, settings and catalog functions are refused anywhere in a query; so is a misspelled
+    DP aggregate (``DP_MEDAN``), by name, before it can read as a plain function."""
+    check_dp_function_names(query)
     for node in query.find_all(exp.Anonymous, exp.Func):
         name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
         if name.startswith(("read_", "duckdb_", "pragma_", "glob", "sniff_")) or name in (

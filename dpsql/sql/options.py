@@ -20,6 +20,7 @@ from sqlglot import exp
 from dpsql.errors import OptionError
 
 from dpsql.sql.keywords import AGGREGATORS, OPTION_KEYS, SMOOTH_NOISE
+from dpsql.sql.suggest import did_you_mean
 
 #: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
 MAX_CHUNKS = 1_000_000
@@ -83,7 +84,8 @@ def _string(key: str, node: exp.Expression, choices: t.Sequence[str]) -> str:
     if value is None:
         raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got {node.sql()}")
     if value not in choices:
-        raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got '{value}'")
+        raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got '{value}'"
+                          + did_you_mean(value, choices))
     return value
 
 
@@ -181,7 +183,7 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = _keys(node)
         else:
             known = ", ".join(OPTION_KEYS)
-            raise OptionError(f"unknown option '{raw_key}' (known: {known})")
+            raise OptionError(f"unknown option '{raw_key}'{did_you_mean(raw_key, OPTION_KEYS)} (known: {known})")
     if "rho" in values and "epsilon" in values:
         raise OptionError("give either 'epsilon' or 'rho', not both")
     return Options(given=frozenset(values), **values)

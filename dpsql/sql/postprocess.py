@@ -20,6 +20,7 @@ from dpsql.sql.allow import check_rowwise
 from dpsql.sql.build import NOISY
 from dpsql.sql.dialect import DPAggregate
 from dpsql.errors import BindError, PrivacyError
+from dpsql.sql.suggest import did_you_mean
 from dpsql.sql.total import total
 
 if t.TYPE_CHECKING:
@@ -87,7 +88,8 @@ def build_outer(
                     f"column {col.name} of private table {table} appears in "
                     f"{where} outside a DP aggregate and the GROUP BY keys"
                 )
-            raise BindError(f"column {col.name} does not exist in {table}")
+            raise BindError(f"column {col.name} does not exist in {table}"
+                            + did_you_mean(col.name, [*rel.columns, *aliases]))
         return out
 
     projections: list[exp.Expression] = []

@@ -26,6 +26,7 @@ from dpsql.sql.allow import check_rowwise
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql.suggest import did_you_mean
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
@@ -142,7 +143,7 @@ def _declared(table: exp.Table, policy: Policy, catalog: Catalog) -> TablePolicy
     if not found:
         key = name if schema in (None, "main") else f"{schema}.{name}"
         if catalog(key) is None:
-            raise BindError(f"table {shown} does not exist")
+            raise BindError(f"table {shown} does not exist" + did_you_mean(name, [t.table_name for t in policy.tables.values()]))
         _refuse(f"table {shown} is not declared in the policy, so it cannot be read")
     tp = found[0]
     name = tp.name
@@ -196,7 +197,8 @@ class Relation:
             raise BindError(f"unknown table or alias {col.table} in {col.sql(dialect='duckdb')}")
         name = col.name.lower()
         if name not in self.columns:
-            raise BindError(f"column {col.name} does not exist in {self.table.name}")
+            raise BindError(f"column {col.name} does not exist in {self.table.name}"
+                            + did_you_mean(col.name, [c for c in self.columns if not c.startswith("__")]))
         expr = self.columns[name]
         if expr is None:
             raise BindError(f"column {col.name} is ambiguous in {where}: more than one column has that name")

@@ -5,7 +5,7 @@ The completer looks at the text before the cursor to guess what may come next:
 * a special command name (``.sch`` → ``.schema``), then its argument (a table, a mode, a file);
 * after ``FROM`` / ``JOIN`` a table name; after ``adult.`` a column of ``adult``;
 * inside the trailing ``WITH (...)`` clause an option key, or after ``mechanism =`` its values
-  (the registered mechanisms, read when first needed);
+  (the registered mechanisms, read when first needed), quoted: ``mechanism = 'gaussian'``;
 * otherwise columns of the tables the statement names (all columns if it names none), DP
   aggregate functions, table names and SQL keywords, in that order.
 
@@ -102,7 +102,8 @@ class DPSQLCompleter(Completer):
             value = _OPTION_VALUE.search(before)
             words = option_values(value.group(1)) if value else None
             if value and words is not None:
-                yield from _matches(value.group(2), [(v, value.group(1)) for v in words])
+                yield from _quoted(_matches(value.group(2), [(v, value.group(1)) for v in words]),
+                                   opened=head.endswith("'"), closed=whole[len(before):].startswith("'"))
                 return
             if not re.search(r"=\s*\w*$", before):
                 yield from _matches(word, [(k, "option") for k in OPTION_KEYS], keep_case=True)
@@ -153,6 +154,15 @@ def option_values(key: str) -> tuple[str, ...] | None:
 
         return choices()
     return OPTION_VALUES.get(key)
+
+
+def _quoted(completions: t.Iterable[Completion], opened: bool, closed: bool) -> t.Iterator[Completion]:
+    """Word values of options as SQL strings: ``mechanism = 'gaussian'`` (the quotes typed so
+    far are kept, the missing ones added)."""
+    for c in completions:
+        text = ("" if opened else "'") + c.text + ("" if closed else "'")
+        yield Completion(text, start_position=c.start_position, display=f"'{c.text}'",
+                         display_meta=c.display_meta)
 
 
 def _in_options(head: str) -> bool:

@@ -16,14 +16,10 @@ from __future__ import annotations
 import time
 import typing as t
 
-from dpsql.interfaces.console import one_line, split_statements
+from dpsql.interfaces.console import is_special, one_line, pointer_lines, split_statements
 from dpsql.errors import Error
 from dpsql.interfaces.output import render
 from dpsql.interfaces.repl.state import ReplState
-
-def is_special(text: str) -> bool:
-    """Whether ``text`` is a special command (``.tables``, ``\\dt``, ...) rather than SQL."""
-    return text.lstrip().startswith((".", "\\"))
 
 
 def run_input(state: ReplState, text: str) -> None:
@@ -78,7 +74,7 @@ def run_statement(state: ReplState, stmt: str) -> None:
     try:
         result = state.con.sql(stmt)
     except Error as err:
-        state.error(one_line(err))
+        state.error(one_line(err), pointer_lines(err))
         return
     except KeyboardInterrupt:
         state.error("interrupted")

@@ -133,7 +133,7 @@ def _tables(state: ReplState, arg: str) -> None:
     state.emit(render_table(["table", "access", "privacy unit", "max rows per unit"], rows))
 
 
-@command(".schema", "columns of a table (or of all), with the policy's bounds and keys",
+@command(".schema", "columns of a table (or of all): types, and the policy's bounds and keys",
          aliases=("\\d",), usage="[TABLE]", arg="table")
 def _schema(state: ReplState, arg: str) -> None:
     names = [arg.lower()] if arg else state.con.tables()
@@ -148,12 +148,12 @@ def _schema(state: ReplState, arg: str) -> None:
             state.emit(f"{name}: private; privacy unit {tp.privacy_unit}, at most {tp.max_rows_per_unit} "
                        f"row(s) per unit")
         rows = []
-        for col in columns:
+        for col, dtype in columns.items():
             cp = tp.column(col)
             bounds = f"[{cp.lower:g}, {cp.upper:g}]" if cp.bounds else ""
             keys = ", ".join(map(str, cp.keys)) if cp.keys else ""
-            rows.append((col, bounds, keys))
-        state.emit(render_table(["column", "bounds", "keys"], rows))
+            rows.append((col, dtype, bounds, keys))
+        state.emit(render_table(["column", "type", "bounds", "keys"], rows))
 
 
 @command(".policy", "the privacy policy: neighbouring, budget, ledger, tables")
@@ -180,13 +180,9 @@ def _policy(state: ReplState, arg: str) -> None:
 def _budget(state: ReplState, arg: str) -> None:
     status = state.con.budget
     state.emit(str(status))
-    rows = []
-    for entry in status.history:
-        query = " ".join(entry.query.split())
-        rows.append((entry.id, entry.time.astimezone().strftime("%H:%M:%S"), format_cost(entry.cost, status.kind),
-                     entry.detail, query if len(query) <= 60 else query[:59] + "…"))
+    columns, rows = status.history_rows()
     if rows:
-        state.emit(render_table(["#", "time", "cost", "mechanisms", "query"], rows))
+        state.emit(render_table(columns, rows))
     else:
         state.emit("no query has spent budget yet")
 
@@ -222,9 +218,11 @@ def _read(state: ReplState, arg: str) -> None:
     if state.script_runner is None:  # pragma: no cover - the executor always sets it
         raise Error(".read is not available here")
     state.read_depth += 1
+    state.read_files.append(path)
     try:
         state.script_runner(state, text)
     finally:
+        state.read_files.pop()
         state.read_depth -= 1
 
 

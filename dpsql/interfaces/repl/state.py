@@ -31,6 +31,8 @@ class ReplState:
     target_file: t.TextIO | None = None
     target_name: str | None = None
     read_depth: int = 0
+    #: the files ``.read`` is running, innermost last
+    read_files: list[str] = field(default_factory=list)
     #: called after every statement that may have spent budget (the shell refreshes its toolbar)
     on_change: list[t.Callable[[], None]] = field(default_factory=list)
     #: runs a script of statements and special commands (``.read``); set by the executor
@@ -51,9 +53,10 @@ class ReplState:
         """Print ``text`` on the target."""
         print(text, file=self.target, flush=True)
 
-    def error(self, message: str) -> None:
-        """Print ``Error: message`` on standard error, in red on a terminal."""
-        text = f"Error: {message}"
+    def error(self, message: str, detail: t.Sequence[str] = ()) -> None:
+        """Print ``Error: message`` on standard error, in red on a terminal; then the ``detail``
+        lines (a syntax error's line and caret)."""
+        text = "\n".join([f"Error: {message}", *detail])
         stream = sys.stderr
         if isatty(stream):
             from prompt_toolkit import print_formatted_text
@@ -92,12 +95,14 @@ class ReplState:
 
 
 def connection_files(con: t.Any) -> list[tuple[str, str]]:
-    """``(what, path)`` of the files ``con`` depends on: its budget ledger, database and policy."""
+    """``(what, path)`` of the files ``con`` depends on: its budget ledger, database, data files
+    and policy."""
     files = []
     ledger = getattr(getattr(con, "ledger", None), "path", None)
     if ledger:
         files.append(("the budget ledger", ledger))
     files += [("the database", path) for path in getattr(con, "database_files", ())]
+    files += [("a data file", path) for path in getattr(con, "data_files", ())]
     source = getattr(getattr(con, "policy", None), "source", None)
     if source:
         files.append(("the policy file", source))

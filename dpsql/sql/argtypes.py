@@ -1,0 +1,47 @@
+"""The type of a DP aggregate's argument: a number where the statistic adds or orders values.
+
+The rewrite reads a column of another type through ``TRY_CAST(... AS DOUBLE)`` so that no
+value can make the query fail; over a text column that makes every value NULL, and the release
+would be pure noise. Refusing it when the query is bound says what is wrong instead. Only
+arguments that are a column of the base table have a known type here (``BoundAggregate.column``
+and ``column_type``); an expression, such as an explicit ``TRY_CAST``, is taken as written.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from dpsql.errors import BindError
+from dpsql.sql.statistics import Statistic
+
+INTEGER_TYPES = frozenset({
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+})
+FLOAT_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL"})
+
+
+def is_number_type(dtype: str) -> bool:
+    """Whether DuckDB type ``dtype`` holds numbers (BOOLEAN counts: it reads as 0 or 1)."""
+    dtype = dtype.upper()
+    return dtype in INTEGER_TYPES or dtype in FLOAT_TYPES or dtype.startswith("DECIMAL") or dtype == "BOOLEAN"
+
+
+def check_argument_types(aggregates: t.Iterable[t.Any]) -> None:
+    """Refuse a DP aggregate other than a count whose argument is a column that holds no numbers.
+
+    ``aggregates`` are :class:`dpsql.sql.bind.BoundAggregate` (not imported: bind calls this).
+    """
+    for agg in aggregates:
+        if agg.statistic is Statistic.COUNT or agg.column is None or not agg.column_type:
+            continue
+        if is_number_type(agg.column_type):
+            continue
+        name = agg.label.split("(", 1)[0]
+        written = agg.node.this
+        where = "" if getattr(written, "name", "").lower() == agg.column and written.key == "column" \
+            else f"{agg.label}: "
+        raise BindError(
+            f"{where}{agg.column} is {agg.column_type}; {name} needs a number "
+            f"(text that holds numbers can be converted: TRY_CAST({agg.column} AS DOUBLE))"
+        )
