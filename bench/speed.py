@@ -26,7 +26,13 @@ if __package__ in (None, ""):
 import duckdb  # noqa: E402
 
 from bench.common import (  # noqa: E402
-    CLIP_AGE, CLIP_INCOME, POLICY, generate, interleaved, paired_ratio, peak_mib,
+    CLIP_AGE,
+    CLIP_INCOME,
+    POLICY,
+    generate,
+    interleaved,
+    paired_ratio,
+    peak_mib,
 )
 
 
@@ -131,9 +137,9 @@ def run_speed(rows: int, repeat: int = 5, only: t.Sequence[str] | None = None,
             skipped.append({"case": case.name, "reason": msg})
             continue
         fns = {
-            "plain": lambda: raw.execute(case.plain).fetchall(),
-            "floor": lambda: raw.execute(case.floor).fetchall(),
-            "dpsql": lambda: con.sql(case.dp).fetchall(),
+            "plain": lambda c=case: raw.execute(c.plain).fetchall(),
+            "floor": lambda c=case: raw.execute(c.floor).fetchall(),
+            "dpsql": lambda c=case: con.sql(c.dp).fetchall(),
         }
         times = interleaved(fns, repeat)
         med = {k: statistics.median(v) for k, v in times.items()}

@@ -15,8 +15,8 @@ import pytest
 import dpsql
 import dpsql.engine.release as release_module
 from dpsql.engine import pipeline as pipeline_module
-from dpsql.interfaces.demo import load_adult
 from dpsql.errors import InternalError
+from dpsql.interfaces.demo import load_adult
 from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 

@@ -30,8 +30,18 @@ from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.interfaces.demo import load_adult
 from dpsql.interfaces.repl.completer import DPSQLCompleter
 from dpsql.interfaces.repl.lexer import DPSQLLexer
-from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, Mechanism, Prepared, ReportEntry, choices
-from dpsql.mechanisms import register, unregister
+from dpsql.mechanisms import (
+    AUTO,
+    COMMON_OPTIONS,
+    REGISTRY,
+    Context,
+    Mechanism,
+    Prepared,
+    ReportEntry,
+    choices,
+    register,
+    unregister,
+)
 from dpsql.privacy import noise as noise_module
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.noise import SeededNoise
@@ -229,8 +239,7 @@ def test_every_dp_aggregate_names_a_statistic_with_a_default_mechanism() -> None
     ("SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'auto', epsilon = 1)", ["laplace"]),
 ])
 def test_defaults_come_from_the_statistic(con: dpsql.Connection, sql: str, mechanisms: list[str]) -> None:
-    prepared = con.prepare(sql)
-    bound, p = prepared.bound, prepared.plan
+    p = con.prepare(sql).plan
     assert p is not None and p.mechanisms == mechanisms
 
 

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 import dpsql
+from dpsql.engine.release import release
 from dpsql.interfaces.demo import load_adult
 from dpsql.mechanisms import exponential as em
 from dpsql.mechanisms.base import Context
 from dpsql.privacy.noise import SeededNoise
 from dpsql.sql.options import Options
-from dpsql.engine.release import release
 from tests.conftest import demo_policy
 
 EXACT_MEDIAN_AGE = 37

@@ -13,11 +13,11 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
-from dpsql.sql.allow import ANONYMOUS, _WHY
-from dpsql.sql.allow import SAFE_ANY_AGGREGATES as DP_AGG_ANY
-from dpsql.sql.allow import SAFE_NUMERIC_AGGREGATES as DP_AGG_NUMERIC
 from dpsql.interfaces.demo import load_adult
 from dpsql.privacy.noise import SeededNoise
+from dpsql.sql.allow import _WHY, ANONYMOUS
+from dpsql.sql.allow import SAFE_ANY_AGGREGATES as DP_AGG_ANY
+from dpsql.sql.allow import SAFE_NUMERIC_AGGREGATES as DP_AGG_NUMERIC
 from tests.conftest import demo_policy
 
 

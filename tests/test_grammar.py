@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dpsql.sql.dialect import DPQuery, parse, to_sql
 from dpsql.errors import ParseError
+from dpsql.sql.dialect import DPQuery, parse, to_sql
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar"
 

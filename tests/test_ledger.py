@@ -12,16 +12,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import duckdb
 import pytest
 
 import dpsql
-from dpsql.privacy.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
 from dpsql.connection import Connection
 from dpsql.errors import BudgetError, LedgerError
+from dpsql.privacy.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
 from dpsql.privacy.ledger import Ledger
 from dpsql.privacy.noise import SeededNoise
 from dpsql.privacy.policy import load_policy

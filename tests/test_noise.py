@@ -7,7 +7,7 @@ samplers by goodness-of-fit tests with modest sample sizes (p-value floor 1e-4).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import opendp.prelude as dp

@@ -21,12 +21,12 @@ from pygments.token import Name
 
 import dpsql
 from dpsql.interfaces.demo import connect_demo
-from dpsql.privacy.noise import SeededNoise
 from dpsql.interfaces.repl import run_repl
 from dpsql.interfaces.repl.completer import DPSQLCompleter
 from dpsql.interfaces.repl.lexer import DPSQLLexer
 from dpsql.interfaces.repl.shell import default_history_path, open_history, statement_complete
 from dpsql.interfaces.repl.special import ALIASES, COMMANDS, completion_kinds
+from dpsql.privacy.noise import SeededNoise
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,

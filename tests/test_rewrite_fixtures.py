@@ -75,7 +75,7 @@ def test_fixture_sql_runs_in_duckdb(con) -> None:
 
     raw = duckdb.connect()
     load_adult(raw)
-    for title, sql in load_expected().items():
+    for sql in load_expected().values():
         raw.execute("EXPLAIN " + sql)
 
 

@@ -106,7 +106,7 @@ def speed(a: argparse.Namespace, load: t.Callable[[], t.Any],
             out["cases"][name] = {"skipped": "not supported"}
             continue
         try:
-            out["cases"][name] = time_case(lambda: cases[name](data), a.repeat, a.case_budget)
+            out["cases"][name] = time_case(lambda n=name: cases[n](data), a.repeat, a.case_budget)
         except Exception as err:  # noqa: BLE001 - a peer's failure is a result, not a crash
             out["cases"][name] = {"skipped": f"failed: {type(err).__name__}: {str(err).strip().splitlines()[-1][:200] if str(err).strip() else ''}"}
             traceback.print_exc()

@@ -21,9 +21,10 @@ class Parser(argparse.ArgumentParser):
 
 def split_statements(text: str) -> list[str]:
     """Split a script on semicolons outside strings, identifiers and comments."""
-    from dpsql.sql.dialect import DPSQL
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
+
+    from dpsql.sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(text)
@@ -94,9 +95,10 @@ def split_script(text: str) -> list[Item]:
 
 
 def _ends_statement(chunk: str) -> bool:
-    from dpsql.sql.dialect import DPSQL
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
+
+    from dpsql.sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(chunk)
@@ -107,9 +109,10 @@ def _ends_statement(chunk: str) -> bool:
 
 def _statements(text: str) -> list[tuple[str, int]]:
     """``(statement, line of its first token)`` for each ``;``-separated statement of ``text``."""
-    from dpsql.sql.dialect import DPSQL
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
+
+    from dpsql.sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(text)

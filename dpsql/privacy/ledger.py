@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-from fractions import Fraction
 import os
 import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
 
-from dpsql.privacy.budget import KIND_NAMES, KINDS, TOLERANCE, ZCDP, Budget, Cost, to_kind
 from dpsql.errors import BudgetError, LedgerError
+from dpsql.privacy.budget import KIND_NAMES, KINDS, TOLERANCE, ZCDP, Budget, Cost, to_kind
 
 __all__ = ["Entry", "Ledger", "format_total"]
 
@@ -84,7 +84,7 @@ def _same_total(a: Cost, b: Cost) -> bool:
 
 def _now() -> str:
     """The current UTC time, ISO 8601 with microseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 @contextlib.contextmanager

@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import math
 import secrets
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as _np

@@ -23,17 +23,16 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
-from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.errors import BindError, PrivacyError
-from dpsql.sql.argtypes import check_argument_types
-from dpsql.sql.guards import check_functions, check_statement
-from dpsql.sql.options import Options, parse_options
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql import build
+from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
+from dpsql.sql.argtypes import check_argument_types
 from dpsql.sql.build import BASE
+from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
+from dpsql.sql.guards import check_functions, check_statement
+from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
-from dpsql.sql.statistics import Statistic
 from dpsql.sql.scope import (
     Catalog,
     Relation,
@@ -42,6 +41,7 @@ from dpsql.sql.scope import (
     resolve_chain,
     with_env,
 )
+from dpsql.sql.statistics import Statistic
 
 __all__ = ["Bound", "BoundAggregate", "Catalog", "bind"]
 

@@ -15,11 +15,11 @@ import typing as t
 
 from sqlglot import exp
 
+from dpsql.errors import BindError, PrivacyError
 from dpsql.sql import build
 from dpsql.sql.allow import check_rowwise
 from dpsql.sql.build import NOISY
 from dpsql.sql.dialect import DPAggregate
-from dpsql.errors import BindError, PrivacyError
 from dpsql.sql.suggest import did_you_mean
 from dpsql.sql.total import total
 

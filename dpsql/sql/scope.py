@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpsql.sql.allow import check_rowwise
 from dpsql.errors import BindError, PolicyError, PrivacyError
-from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql.allow import check_rowwise
+from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.sql.suggest import did_you_mean
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 import typing as t
 
-from dpsql.interfaces.console import is_special, one_line, pointer_lines, split_statements
 from dpsql.errors import Error
+from dpsql.interfaces.console import is_special, one_line, pointer_lines, split_statements
 from dpsql.interfaces.output import render
 from dpsql.interfaces.repl.state import ReplState
 

@@ -28,8 +28,8 @@ from pygments.token import Keyword, Name
 from dpsql.interfaces.repl import special
 from dpsql.interfaces.repl.completer import DPSQLCompleter
 from dpsql.interfaces.repl.executor import is_special, run_input
-from dpsql.interfaces.repl.state import ReplState
 from dpsql.interfaces.repl.lexer import DPSQLLexer
+from dpsql.interfaces.repl.state import ReplState
 
 PROMPT = "dpsql> "
 CONTINUATION = "..> "
@@ -76,8 +76,8 @@ def statement_complete(text: str) -> bool:
         return True
     if not stripped.endswith(";") and "--" not in stripped and "*/" not in stripped:
         return False
-    from sqlglot.errors import TokenError
     from sqlglot import TokenType
+    from sqlglot.errors import TokenError
 
     from dpsql.sql.dialect import DPSQL
 
