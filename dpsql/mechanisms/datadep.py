@@ -27,8 +27,8 @@ Neighbouring relation and privacy units (:func:`calibrate`)
     row can leave one group and join another), at ε_r = ε/s and δ_r = δ/Σ_{i<s} e^{i·ε_r};
     group privacy (Dwork & Roth 2014, §2.3, proved by chaining s steps: P[M(x_0) ∈ E] ≤
     e^{sε_r}·P[M(x_s) ∈ E] + Σ_{i<s} e^{iε_r}·δ_r) gives (ε, δ) for the unit. A single row step
-    touches one group, so the per-group releases compose in parallel. Without GROUP BY this
-    is never better than the unit calibration (for quantiles it pays m in the noise scale and
+    touches one group, so the per-group releases compose in parallel. Without GROUP BY the unit
+    calibration is the better one (group privacy would pay m in a quantile's noise scale and
     again in the smoothing), and for s = 1 both are the same.
 
 Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
