@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import dpsql
+from dpsql.admin import bruteforce
 from dpsql.engine.release import release
 from dpsql.interfaces.demo import load_adult
 from dpsql.mechanisms import exponential as em
@@ -116,6 +117,51 @@ def test_brute_force_grouped_replace() -> None:
                     loss_b = max(abs(x - y) for x, y in zip(log_probs(b, p, eps_prime, 64), log_probs(added, p, eps_prime, 64)))
                     worst = max(worst, loss_a + loss_b)
     assert worst <= eps * (1 + 1e-9)
+
+
+def worst_unit_loss(p: float, eps_prime: float, relation: str, m: int, units: int = 2) -> float:
+    """The worst loss over datasets of up to ``units`` units of up to m rows and their unit
+    neighbours (dpsql.admin.bruteforce): add or remove a unit, or (union) replace its rows by
+    0 to m rows, as a value that becomes NULL or leaves the filter does under replace."""
+    b = em.window(eps_prime)
+    cache: dict[tuple[float, ...], list[float]] = {}
+
+    def lp(rows: tuple[float, ...]) -> list[float]:
+        if rows not in cache:
+            cache[rows] = log_probs(rows, p, eps_prime, b)
+        return cache[rows]
+
+    worst = 0.0
+    for count in range(units + 1):
+        for x in bruteforce.unit_datasets(UNIVERSE, count, m, relation):
+            here = lp(bruteforce.rows_of(x))
+            for y in bruteforce.unit_neighbours(x, UNIVERSE, relation, m):
+                worst = max(worst, max(abs(a - c) for a, c in zip(here, lp(bruteforce.rows_of(y)))))
+    return worst
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "union"])
+@pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 1.0])
+@pytest.mark.parametrize("m", [2, 3])
+def test_brute_force_privacy_for_units(relation: str, p: float, m: int) -> None:
+    """A unit of up to m rows moves the rank by up to m: Δu = m·max(p, 1 − p) (add_remove) or m
+    (replace) keeps every probability within e^ε, also for p ∈ {0, 1} with ε' = ε/Δu, where under
+    replace one unit's rows can move in opposite directions (the utilities then move both ways,
+    but their differences still span at most Δu)."""
+    policy_relation = "replace" if relation == "union" else "add_remove"
+    eps_prime = em.exponent(p, em.utility_sensitivity(p, ctx(policy_relation, m=m)), 1.0)
+    loss = worst_unit_loss(p, eps_prime, relation, m, units=2 if m == 2 else 1)
+    assert loss <= 1.0 * (1 + 1e-9)
+    if p == 0.5 and relation == "add_remove":
+        assert loss > 0.8  # not loose: a unit at one end moves the median's weights by almost ε
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "union"])
+def test_unit_negative_control_is_caught(relation: str) -> None:
+    """Calibrated for units of one row while a unit holds two: the loss exceeds ε."""
+    policy_relation = "replace" if relation == "union" else "add_remove"
+    eps_prime = em.exponent(0.5, em.utility_sensitivity(0.5, ctx(policy_relation, m=1)), 1.0)
+    assert worst_unit_loss(0.5, eps_prime, relation, 2) > 1.2
 
 
 def test_sampler_matches_exact_probabilities() -> None:

@@ -136,19 +136,80 @@ def test_window_quantities_from_sql_equal_full_data_values(relation: str) -> Non
                 key = row[0]
                 x = sorted(min(max(v, 0.0), 10.0) for v, g in rows if g == key and v is not None)
                 stats = _stats(plan, rw, names, row)
-                model = prep.cal.model_relation(len(x))
+                model, m = prep.cal.relation, prep.cal.rows
                 if prep.mechanism == "smooth":
                     f, s = prep.smooth(stats)
-                    assert s == sens.smooth_sensitivity("quantile", x, prep.beta, 0, 10, model, p, k_max=prep.k)
+                    assert s == sens.smooth_sensitivity("quantile", x, prep.beta, 0, 10, model, p, k_max=prep.k,
+                                                        max_rows=m)
                 else:
                     d, f, n = prep.distance(stats)
                     assert n == len(x)
                     assert d == sens.distance_to_instability("quantile", x, b, 0, 10, model, p,
-                                                             k_max=prep.cap - 1)
+                                                             k_max=prep.cap - 1, max_rows=m)
                 assert f == sens.statistic("quantile", x, 0, 10, p)
                 checked += 1
     assert checked > 80
     con.close()
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("m", [2, 3])
+def test_unit_window_quantities_from_sql_equal_full_data_values(relation: str, m: int) -> None:
+    """Units of up to m rows, no GROUP BY: D (in units, the pair form // m) and S from DuckDB's
+    window of ranks r ± C·m (ptr) or r ± (K + 1)·m (smooth) equal sensitivity.py on all of the data."""
+    rng = random.Random(17 * m + (relation == "replace"))
+    pol = _policy(relation, m=m)
+    con = dpsql.connect(":memory:", pol, setup=_table([], "id INTEGER, x DOUBLE"), noise=SeededNoise(0))
+    union = "union" if relation == "replace" else relation
+    checked = 0
+    for _ in range(20):
+        values = [v for v, in _random_rows(rng, rng.randint(0, 40), grouped=False)]
+        rows = [(i // m, v) for i, v in enumerate(values)]  # every unit holds m rows (the last fewer)
+        con.engine.connection.execute("DELETE FROM t")
+        if rows:
+            con.engine.connection.executemany("INSERT INTO t VALUES (?, ?)", [list(r) for r in rows])
+        x = sorted(min(max(v, 0.0), 10.0) for v in values if v is not None)
+        p = rng.choice([0.0, 0.1, 0.5, 0.75, 1.0])
+        agg = "DP_MEDIAN(x)" if p == 0.5 else f"DP_QUANTILE(x, {p})"
+        b = rng.choice([0.01, 0.4, 1.5, 4.0, 9.5, 10.0])
+        eps = rng.choice([20.0, 60.0])
+        for query in (f"SELECT {agg} FROM t WITH (mechanism = 'smooth', epsilon = {eps}, delta = 0.1)",
+                      f"SELECT {agg} FROM t WITH (mechanism = 'ptr', bound = {b}, epsilon = {eps}, delta = 0.1)",
+                      f"SELECT DP_MEAN(x) FROM t WITH (mechanism = 'ptr', bound = {b}, epsilon = {eps}, delta = 0.1)",
+                      f"SELECT DP_MEAN(x) FROM t WITH (mechanism = 'smooth', epsilon = {eps}, delta = 0.1)"):
+            plan, rw, names, out = _exact(con, query)
+            prep = plan.prepared[0]
+            assert (prep.cal.relation, prep.cal.rows, prep.cal.steps) == (union, m, 1)
+            stats = _stats(plan, rw, names, out[0])
+            if prep.stat == "mean":
+                if prep.mechanism == "smooth":
+                    _, s = prep.smooth(stats)
+                    assert s == sens.mean_smooth_sensitivity(len(x), prep.beta, 0, 10, union, max_rows=m)
+                else:
+                    d, _, n = prep.distance(stats)
+                    assert d == min(sens.mean_distance(len(x), b, 0, 10, union, max_rows=m), prep.cap)
+                continue
+            if prep.mechanism == "smooth":
+                f, s = prep.smooth(stats)
+                assert s == sens.smooth_sensitivity("quantile", x, prep.beta, 0, 10, union, p, k_max=prep.k,
+                                                    max_rows=m)
+            else:
+                d, f, n = prep.distance(stats)
+                assert n == len(x)
+                assert d == sens.distance_to_instability("quantile", x, b, 0, 10, union, p,
+                                                         k_max=prep.cap - 1, max_rows=m)
+            assert f == sens.statistic("quantile", x, 0, 10, p)
+            checked += 1
+    assert checked >= 30
+    con.close()
+
+
+def test_unit_windows_stay_bounded() -> None:
+    """(K + 1)·m ranks on each side at most MAX_WINDOW + 1: a larger m shortens K, never the window."""
+    for m in (1, 2, 5, 100, 10_000):
+        k = datadep.truncation(0.001, 0, 100, m)
+        assert k >= 0 and ((k + 1) * m <= datadep.MAX_WINDOW + 1 or k == 0)
+    assert datadep.truncation(0.001, 0, 100, 1) == datadep.MAX_WINDOW
 
 
 def test_window_quantities_on_adult(adult, adult_ages) -> None:
@@ -217,24 +278,24 @@ def test_replace_formulas_hold_for_added_and_removed_values() -> None:
     """Under 'replace' a value can still appear or disappear (NULL, WHERE): the quantities used
     must be valid for changes, additions and removals alike (brute force, n <= 4)."""
     lo, hi = UNIVERSE[0], UNIVERSE[-1]
-    cal = datadep.Calibration("replace", 1, 1.0, 0.1, "")
+    union = "union"  # what the mechanisms use under replace (datadep.calibrate)
     for n in range(5):
         for x in itertools.combinations_with_replacement(UNIVERSE, n):
             nbrs = _union_neighbours(x)
             for p in (0.0, 0.5, 0.75, 1.0):
                 ls = max(abs(bf.value("quantile", x, UNIVERSE, p) - bf.value("quantile", y, UNIVERSE, p)) for y in nbrs)
                 for beta in (0.3, 1.2):
-                    sx = sens.smooth_sensitivity("quantile", x, beta, lo, hi, cal.model_relation(n), p)
+                    sx = sens.smooth_sensitivity("quantile", x, beta, lo, hi, union, p)
                     assert sx >= ls - 1e-12
                     for y in nbrs:
-                        sy = sens.smooth_sensitivity("quantile", y, beta, lo, hi, cal.model_relation(len(y)), p)
+                        sy = sens.smooth_sensitivity("quantile", y, beta, lo, hi, union, p)
                         assert sx <= math.exp(beta) * sy * (1 + 1e-12)
                 for b in (0.5, 2.5):
-                    dx = sens.distance_to_instability("quantile", x, b, lo, hi, cal.model_relation(n), p)
+                    dx = sens.distance_to_instability("quantile", x, b, lo, hi, union, p)
                     if ls > b:
                         assert dx == 0
                     for y in nbrs:
-                        dy = sens.distance_to_instability("quantile", y, b, lo, hi, cal.model_relation(len(y)), p)
+                        dy = sens.distance_to_instability("quantile", y, b, lo, hi, union, p)
                         assert abs(min(dx, 50) - min(dy, 50)) <= 1
             # the mean from n: Â(k) = W/max(n − k, 1) bounds LS within k union steps
             ball = {x}
@@ -244,11 +305,11 @@ def test_replace_formulas_hold_for_added_and_removed_values() -> None:
                 assert worst <= (hi - lo) / max(n - k, 1) + 1e-12
                 ball |= {z for y in ball for z in _union_neighbours(y)}
             for beta in (0.3, 1.2):
-                s = datadep.mean_smooth(n, beta, lo, hi, "replace")
-                assert all(s <= math.exp(beta) * datadep.mean_smooth(len(y), beta, lo, hi, "replace") * (1 + 1e-12)
+                s = sens.mean_smooth_sensitivity(n, beta, lo, hi, union)
+                assert all(s <= math.exp(beta) * sens.mean_smooth_sensitivity(len(y), beta, lo, hi, union) * (1 + 1e-12)
                            for y in nbrs)
             for b in (0.3, 1.0, 2.5):
-                d = datadep.mean_distance(n, b, lo, hi, "replace")
+                d = sens.mean_distance(n, b, lo, hi, union)
                 assert d == min([k for k in range(n + 2) if (hi - lo) / max(n - k, 1) > b], default=sens.MAX_DISTANCE)
 
 
@@ -262,14 +323,22 @@ def test_calibration_of_steps() -> None:
 
     cost = Cost(epsilon=1.0, delta=1e-6)
     c = datadep.calibrate(ctx("add_remove", 1, True), cost)
-    assert (c.relation, c.steps, c.epsilon, c.delta) == ("add_remove", 1, 1.0, 1e-6)
+    assert (c.relation, c.rows, c.steps, c.epsilon, c.delta) == ("add_remove", 1, 1, 1.0, 1e-6)
+    c = datadep.calibrate(ctx("replace", 1, False), cost)  # a value changes, appears or disappears
+    assert (c.relation, c.rows, c.steps, c.epsilon, c.delta) == ("union", 1, 1, 1.0, 1e-6)
     c = datadep.calibrate(ctx("replace", 1, True), cost)  # a row moves between groups: 2 steps
-    assert (c.relation, c.steps, c.epsilon) == ("replace", 2, 0.5)
+    assert (c.relation, c.rows, c.steps, c.epsilon) == ("union", 1, 2, 0.5)
     assert c.delta == pytest.approx(1e-6 / (1 + math.exp(0.5)))
-    c = datadep.calibrate(ctx("add_remove", 3, False), cost)  # group privacy, k = 3
-    assert c.steps == 3 and c.epsilon * 3 == pytest.approx(1.0)
+    # a unit of 3 rows without GROUP BY: one unit step at the full budget, formulas for 3 rows
+    for rel, name in (("add_remove", "add_remove"), ("replace", "union")):
+        c = datadep.calibrate(ctx(rel, 3, False), cost)
+        assert (c.relation, c.rows, c.steps, c.epsilon, c.delta) == (name, 3, 1, 1.0, 1e-6)
+    c = datadep.calibrate(ctx("add_remove", 3, True), cost)  # with GROUP BY: group privacy, 3 row steps
+    assert (c.rows, c.steps) == (1, 3) and c.epsilon * 3 == pytest.approx(1.0)
     # chaining 3 steps of (ε/3, δ_r) gives back (ε, δ)
     assert sum(math.exp(i * c.epsilon) for i in range(3)) * c.delta == pytest.approx(1e-6)
+    c = datadep.calibrate(ctx("replace", 2, True), cost)
+    assert (c.relation, c.rows, c.steps) == ("union", 1, 4)
 
 
 # ----------------------------------------------------------------------------- constants
@@ -393,6 +462,10 @@ def test_group_privacy_and_replace_grouped_split(seeded_demo) -> None:
     con = dpsql.connect(":memory:", pol, setup=_table([(1, 5.0), (1, 6.0), (2, 7.0)], "id INTEGER, x DOUBLE"),
                         noise=SeededNoise(0))
     plan, *_ = _exact(con, "SELECT DP_MEDIAN(x) FROM t WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)")
-    prep = plan.prepared[0]
-    assert prep.cal.steps == 2 and prep.eps_test == pytest.approx(0.25) and prep.cost.epsilon == 1
+    prep = plan.prepared[0]  # one unit of up to 2 rows: the whole budget, D in units
+    assert (prep.cal.rows, prep.cal.steps) == (2, 1) and prep.eps_test == pytest.approx(0.5) and prep.cost.epsilon == 1
+    plan, *_ = _exact(con, "SELECT id, DP_MEDIAN(x) FROM t GROUP BY id "
+                      "WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)")
+    prep = plan.prepared[0]  # with GROUP BY a unit's rows can reach 2 groups: 2 row steps
+    assert (prep.cal.rows, prep.cal.steps) == (1, 2) and prep.eps_test == pytest.approx(prep.cost.epsilon / 4)
     assert con.sql("SELECT DP_MEAN(x) FROM t WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)").fetchall()

@@ -8,6 +8,7 @@ must be upper bounds. Property tests check the smooth-sensitivity axioms.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Iterator
@@ -405,3 +406,259 @@ def test_truncation_k_and_window_ranks() -> None:
 def test_invalid_input_is_refused(call) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError):
         call()
+
+
+# ---------------------------------------------------------------- privacy units of up to m rows
+UNIT_RELATIONS = ("add_remove", "replace", "union")
+#: (m, universe, most units per dataset, largest k): small enough to enumerate every dataset
+UNIT_SETUPS = [(1, (0, 1, 3, 4), 4, 3), (2, (0, 1, 3, 4), 3, 2), (3, (0, 1, 4), 2, 2)]
+UNIT_STATS = [("median", None), ("quantile", 0.0), ("quantile", 0.25), ("quantile", 1.0), ("mean", None)]
+
+
+def _unit_datasets(universe: tuple, m: int, units: int, relation: str) -> Iterator[tuple]:
+    for count in range(units + 1):
+        yield from bf.unit_datasets(universe, count, m, relation)
+
+
+@functools.cache
+def _unit_bound(stat: str, rows: tuple, k: int, lo: float, hi: float, relation: str, p: float | None,
+                m: int) -> float:
+    return sens.local_sensitivity_at_distance(stat, rows, k, lo, hi, relation, p, max_rows=m)
+
+
+@functools.cache
+def _unit_smooth(stat: str, rows: tuple, beta: float, lo: float, hi: float, relation: str, p: float | None,
+                 m: int) -> float:
+    return sens.smooth_sensitivity(stat, rows, beta, lo, hi, relation, p, max_rows=m)
+
+
+@functools.cache
+def _unit_distance(stat: str, rows: tuple, b: float, lo: float, hi: float, relation: str, p: float | None,
+                   m: int, k_max: int | None = None) -> int:
+    return sens.distance_to_instability(stat, rows, b, lo, hi, relation, p, k_max=k_max, max_rows=m)
+
+
+def test_unit_neighbours_follow_the_three_relations() -> None:
+    universe, m = (0, 1, 3), 2
+    x = ((0.0,), (1.0, 3.0))
+    add_remove = bf.unit_neighbours(x, universe, "add_remove", m)
+    assert ((0.0,),) in add_remove and ((1.0, 3.0),) in add_remove
+    assert ((0.0,), (1.0, 3.0), (3.0, 3.0)) in add_remove and len(add_remove) == 2 + 9
+    for y in bf.unit_neighbours(x, universe, "replace", m):  # every unit keeps its number of rows
+        assert sorted(map(len, y)) == [1, 2] and len(set(y) & set(x)) == 1
+    union = bf.unit_neighbours(x, universe, "union", m)
+    assert ((), (1.0, 3.0)) in union and ((0.0,), (3.0, 3.0)) in union  # a unit's rows may vanish
+    assert all(len(y) == 2 for y in union) and len(union) == 2 * 10 - 2
+    assert bf.unit_ball(x, 2, universe, "union", m) >= set(union)
+    with pytest.raises(ValueError):
+        bf.unit_neighbours(((0.0, 1.0, 3.0),), universe, "add_remove", m)  # 3 rows > m
+
+
+@pytest.mark.parametrize("relation", RELATIONS)
+def test_units_of_one_row_are_rows(relation: str) -> None:
+    """m = 1: the unit brute force is the row-level one; union is add_remove ∪ replace."""
+    universe = (0, 1, 3, 4)
+    for x in _datasets(universe, 4):
+        units = tuple((v,) for v in x)
+        for stat, p in (("median", None), ("mean", None), ("sum", None), ("quantile", 0.25)):
+            for k in range(3):
+                assert bf.unit_local_sensitivity_at_distance(stat, units, k, universe, relation, 1, p) == \
+                    bf.local_sensitivity_at_distance(stat, x, k, universe, relation, p)
+            # with one empty unit to fill, a union step adds, removes or changes one row
+            union = bf.unit_local_sensitivity(stat, units + ((),), universe, "union", 1, p)
+            assert union == max(bf.local_sensitivity(stat, x, universe, r, p) for r in RELATIONS)
+
+
+@pytest.mark.parametrize("relation", UNIT_RELATIONS)
+@pytest.mark.parametrize("case", UNIT_STATS, ids=_id)
+@pytest.mark.parametrize("setup", UNIT_SETUPS, ids=lambda s: f"m{s[0]}")
+def test_unit_bounds_against_bruteforce(setup: tuple, case: tuple[str, float | None], relation: str) -> None:
+    """A(k), D(b) and S in units of up to m rows: upper bounds (lower for D) on the brute force for
+    every partition of the rows into units, and the neighbour conditions PTR and smooth
+    sensitivity need: Â(x, k) ≤ Â(x', k + 1), |D(x) − D(x')| ≤ 1, S(x) ≤ e^β·S(x')."""
+    m, universe, units, k_max = setup
+    stat, p = case
+    lo, hi = min(universe), max(universe)
+    beta, attained = 0.7, 0
+    for x in _unit_datasets(universe, m, units, relation):
+        rows = bf.rows_of(x)
+        bound = [_unit_bound(stat, rows, k, lo, hi, relation, p, m) for k in range(k_max + 2)]
+        for k in range(k_max + 1):
+            brute = bf.unit_local_sensitivity_at_distance(stat, x, k, universe, relation, m, p)
+            assert bound[k] >= brute - TOL, (x, k, bound[k], brute)
+            attained += k > 0 and bound[k] == pytest.approx(brute, abs=TOL)
+        s = _unit_smooth(stat, rows, beta, lo, hi, relation, p, m)
+        assert s >= bf.unit_local_sensitivity(stat, x, universe, relation, m, p) - TOL
+        for b in B_VALUES:
+            d = _unit_distance(stat, rows, b, lo, hi, relation, p, m, k_max)
+            assert d <= bf.unit_distance_to_instability(stat, x, b, universe, relation, m, p, k_max)
+        for y in bf.unit_neighbours(x, universe, relation, m):
+            other = bf.rows_of(y)
+            for k in range(k_max + 1):
+                assert bound[k] <= _unit_bound(stat, other, k + 1, lo, hi, relation, p, m) + TOL
+            assert s <= math.exp(beta) * _unit_smooth(stat, other, beta, lo, hi, relation, p, m) * (1 + TOL)
+            for b in B_VALUES:
+                dx, dy = (_unit_distance(stat, d, b, lo, hi, relation, p, m) for d in (rows, other))
+                assert abs(min(dx, 99) - min(dy, 99)) <= 1
+    assert attained > 0  # the bound is reached, not only above the truth
+
+
+@pytest.mark.parametrize("relation", UNIT_RELATIONS)
+@pytest.mark.parametrize("setup", UNIT_SETUPS, ids=lambda s: f"m{s[0]}")
+def test_unit_mean_bound_is_the_worst_case_over_datasets_of_n_rows(setup: tuple, relation: str) -> None:
+    """The mean's A(k) from n alone, mW/max(n − km, m + 1) (add_remove), mW/max(n − km, m) (union),
+    W·min(m, n)/n (replace), is the largest A(x, k) over datasets of n rows in any units; above it
+    only where no dataset of the search reaches the size the bound is taken at."""
+    m, universe, units, k_max = setup
+    lo, hi = min(universe), max(universe)
+    worst: dict[tuple[int, int], float] = {}
+    for x in _unit_datasets(universe, m, units, relation):
+        n = len(bf.rows_of(x))
+        for k in range(k_max + 1):
+            a = bf.unit_local_sensitivity_at_distance("mean", x, k, universe, relation, m)
+            worst[n, k] = max(worst.get((n, k), 0.0), a)
+    for (n, k), brute in worst.items():
+        bound = sens.mean_sensitivity_bound(n, lo, hi, "union" if relation == "union" else relation, k,
+                                            max_rows=m)
+        assert bound >= brute - TOL, (n, k, bound, brute)
+        floor = {"add_remove": m + 1, "union": 1, "replace": 0}[relation]
+        if n - k * m >= floor and (n + k * m) // m <= units + k:  # the worst dataset is in the search
+            assert bound == pytest.approx(brute, abs=TOL), (n, k, bound, brute)
+
+
+@pytest.mark.parametrize("relation", UNIT_RELATIONS)
+@pytest.mark.parametrize("m", [1, 2, 3, 5])
+def test_unit_mean_distance_and_smooth_bound_from_n(relation: str, m: int) -> None:
+    """mean_distance and mean_smooth_sensitivity are the min and the max over every k of the
+    bound from n (the bound is log-convex only up to the last k before it stops changing)."""
+    lo, hi = 0.0, 7.0
+    for n in range(40):
+        bounds = [sens.mean_sensitivity_bound(n, lo, hi, relation, k, max_rows=m) for k in range(n + 2)]
+        for beta in (0.05, 0.3, 1.5):
+            best = max(math.exp(-beta * k) * a for k, a in enumerate(bounds))
+            assert sens.mean_smooth_sensitivity(n, beta, lo, hi, relation, max_rows=m) == pytest.approx(best)
+        for b in (0.1, 0.5, 1.3, 3.4, 7.0):
+            expected = next((k for k, a in enumerate(bounds) if a > b), sens.MAX_DISTANCE)
+            assert sens.mean_distance(n, b, lo, hi, relation, max_rows=m) == expected
+    if m == 1:  # m = 1 keeps the row-level forms
+        assert sens.mean_sensitivity_bound(9, lo, hi, "add_remove", 2, max_rows=1) == 7 / 7
+        assert sens.mean_sensitivity_bound(9, lo, hi, "union", 2, max_rows=1) == 7 / 7
+        assert sens.mean_sensitivity_bound(9, lo, hi, "replace", 2, max_rows=1) == 7 / 9
+    else:
+        assert sens.mean_sensitivity_bound(9, lo, hi, "add_remove", 1, max_rows=m) == m * 7 / max(9 - m, m + 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(DATA, st.sampled_from([0.0, 0.2, 0.5, 0.9, 1.0]), st.floats(0.0, 11.0), st.integers(1, 4),
+       st.sampled_from(UNIT_RELATIONS))
+def test_unit_distance_is_the_pair_form_divided_by_m(x: list[float], p: float, b: float, m: int,
+                                                     relation: str) -> None:
+    """PTR's distance in units: min{k : P_{(k+1)m} > b} = ⌊D_pair/m⌋ (m ≥ 2, or union)."""
+    assume(m > 1 or relation == "union")
+    _, d_pair = _pair_form(x, p, 1.0, b)
+    d = sens.distance_to_instability("quantile", x, b, LO, HI, relation, p, max_rows=m)
+    assert d == (sens.MAX_DISTANCE if d_pair == sens.MAX_DISTANCE else d_pair // m)
+
+
+@st.composite
+def unit_neighbours(draw: st.DrawFn) -> tuple[list[float], list[float], str, int]:
+    """x and x' one unit step apart: up to m rows removed and (union) up to m rows added."""
+    x = draw(DATA)
+    m = draw(st.integers(1, 5))
+    relation = draw(st.sampled_from(UNIT_RELATIONS))
+    y = list(x)
+    drop = draw(st.integers(0, min(m, len(y))))
+    for _ in range(drop):
+        del y[draw(st.integers(0, len(y) - 1))]
+    add = {"add_remove": 0 if drop else draw(st.integers(1, m)), "replace": drop,
+           "union": draw(st.integers(0, m))}[relation]
+    y += draw(st.lists(VALUES, min_size=add, max_size=add))
+    return x, sorted(y), relation, m
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit_neighbours(), st.sampled_from(SMOOTH_STATS), st.floats(0.01, 3.0),
+       st.sampled_from([None, 0, 2, 7]), st.floats(0.0, 12.0))
+def test_unit_smooth_sensitivity_axioms(pair: tuple[list[float], list[float], str, int],
+                                        case: tuple[str, float | None], beta: float, k_max: int | None,
+                                        b: float) -> None:
+    """On larger data than the brute force: one unit step moves f by at most S(x), S by at most
+    a factor e^β and D by at most 1 (the properties the releases rely on)."""
+    x, y, relation, m = pair
+    stat, p = case
+    if stat == "mean" and relation == "replace" and len(x) != len(y):
+        relation = "union"  # the pure relation keeps n
+    sx, sy = (sens.smooth_sensitivity(stat, d, beta, LO, HI, relation, p, k_max, max_rows=m) for d in (x, y))
+    moved = abs(sens.statistic(stat, x, LO, HI, p) - sens.statistic(stat, y, LO, HI, p))
+    assert moved <= sens.local_sensitivity_at_distance(stat, x, 0, LO, HI, relation, p, max_rows=m) + TOL
+    assert moved <= sx + TOL
+    assert sx <= math.exp(beta) * sy * (1 + TOL) + TOL and sy <= math.exp(beta) * sx * (1 + TOL) + TOL
+    dx, dy = (sens.distance_to_instability(stat, d, b, LO, HI, relation, p, k_max, max_rows=m) for d in (x, y))
+    assert abs(dx - dy) <= 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(DATA, st.sampled_from([0.0, 0.3, 0.5, 1.0]), st.floats(0.01, 2.0), st.integers(0, 8),
+       st.sampled_from(UNIT_RELATIONS), st.floats(0.0, 11.0), st.integers(2, 4))
+def test_unit_window_and_truncation(x: list[float], p: float, beta: float, k: int, relation: str,
+                                    b: float, m: int) -> None:
+    """The window of ranks r ± (K + 1)m gives the full-data truncated S and capped D in units."""
+    n = len(x)
+    first, last = sens.window_ranks(n, p, k, m)
+    assert (first, last) == (max(1, sens.rank(p, n) - (k + 1) * m), min(n, sens.rank(p, n) + (k + 1) * m))
+    window = x[first - 1: last]
+    truncated = sens.smooth_sensitivity("quantile", x, beta, LO, HI, relation, p, k_max=k, max_rows=m)
+    assert sens.smooth_sensitivity_window(window, first, n, p, beta, LO, HI, k, relation, m) == truncated
+    assert sens.distance_to_instability_window(window, first, n, p, b, LO, HI, k, relation, m) == \
+        sens.distance_to_instability("quantile", x, b, LO, HI, relation, p, k_max=k, max_rows=m)
+    exact = sens.smooth_sensitivity("quantile", x, beta, LO, HI, relation, p, max_rows=m)
+    assert truncated >= exact - TOL
+    if (k + 1) * m > n:
+        assert truncated == pytest.approx(exact)
+    if len(window) >= 2:  # a window missing an order statistic it needs is refused
+        with pytest.raises(ValueError):
+            sens.smooth_sensitivity_window(window[1:], first + 1, n, p, beta, LO, HI, k, relation, m)
+
+
+def test_unit_quantile_bound_is_nrs_at_km_rows() -> None:
+    """A(k) in units is the NRS value at (k + 1)m − 1 rows (one unit = up to m rows)."""
+    x = [1.0, 2.0, 2.0, 3.0, 5.0, 8.0, 9.0]
+    for m in (1, 2, 3):
+        for k in range(4):
+            row = sens.local_sensitivity_at_distance("median", x, (k + 1) * m - 1, 0, 10, "replace")
+            assert sens.local_sensitivity_at_distance("median", x, k, 0, 10, "union", max_rows=m) == row
+    with pytest.raises(ValueError, match="mean and quantiles"):
+        sens.local_sensitivity_at_distance("sum", x, 0, 0, 10, "add_remove", max_rows=2)
+    with pytest.raises(ValueError, match="max_rows"):
+        sens.mean_distance(5, 1.0, 0, 10, max_rows=0)
+
+
+# ---------------------------------------------------------------- the additive mechanisms, in units
+def _part(name: str, centre: float):  # type: ignore[no-untyped-def]
+    return {"n": len, "s": sum, "s1": lambda rows: sum(v - centre for v in rows),
+            "s2": lambda rows: sum((v - centre) ** 2 for v in rows)}[name]
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 3.0), (17.0, 90.0), (-90.0, -17.0)], ids=str)
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_additive_parts_against_unit_bruteforce(m: int, bounds: tuple[float, float]) -> None:
+    """The Laplace/Gaussian parts (ungrouped) against the unit brute force: add_remove exactly;
+    under the policy's replace, the union relation (values may become NULL or leave the filter)
+    exactly, and the pure relation (n public) keeps COUNT(*) unchanged."""
+    from dpsql.mechanisms.additive import sensitivities
+    from dpsql.mechanisms.base import Context
+    from dpsql.sql.options import Options
+
+    lo, hi = bounds
+    centre = (lo + hi) / 2
+    universe = tuple(sorted({lo, centre, hi} | ({0.0} if lo < 0 < hi else set())))
+    units = 2 if m < 3 else 1
+    for stat in ("count", "sum", "mean", "var"):
+        for relation, unit_relation in (("add_remove", "add_remove"), ("replace", "union")):
+            ctx = Context(neighbouring=relation, max_rows=m, grouped=False, filtered=True, options=Options())
+            for name, claimed in sensitivities(stat, lo, hi, ctx).items():
+                fn = _part(name, centre)
+                brute = max(bf.unit_global_sensitivity(fn, universe, u, unit_relation, m) for u in range(units + 1))
+                assert claimed == pytest.approx(brute), (stat, relation, name, claimed, brute)
+    pure = max(bf.unit_global_sensitivity(len, universe, u, "replace", m) for u in range(units + 1))
+    assert pure == 0.0  # the count is public only while no unit's rows can vanish

@@ -20,6 +20,26 @@ bounds ``L = min(universe)`` and ``U = max(universe)``, so the conventions
 (rank of a quantile, padding, mean of the empty set = midpoint, population
 variance) are the analytic module's. A dataset without neighbours (``n = 0``
 under replace) has local sensitivity 0.
+
+Privacy units of several rows (the ``unit_*`` functions)
+    A dataset is a multiset of *units*, each a small multiset of values (a sorted
+    tuple), stored as a sorted tuple of units; the statistic reads the flattened
+    rows. With ``max_rows = m``, neighbours
+
+    * ``"add_remove"``: add one unit of 1 to m rows of the universe, or remove
+      one unit (all its rows);
+    * ``"replace"``: replace the rows of one unit by as many other rows (n and
+      every unit's number of rows stay the same);
+    * ``"union"``: replace the rows of one unit by 0 to m rows (a unit's values
+      may become NULL or leave a WHERE filter; a unit with no rows stays, and
+      may get rows back). Datasets may then hold empty units.
+
+    Unit distance is the number of such steps, and ``LS``, ``A(k)``, ``D(b)``,
+    ``S`` and the global sensitivity are taken over unit neighbours, exactly as
+    above. For m = 1, ``add_remove`` and ``replace`` are the row-level relations,
+    and ``union`` is their union (given empty units to fill). A statistic is a
+    name of :data:`dpsql.privacy.sensitivity.STATISTICS` or any function of the
+    sorted rows (e.g. a centred sum).
 """
 
 from __future__ import annotations
@@ -27,13 +47,25 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from functools import lru_cache
-from typing import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import cache, lru_cache
 
-from dpsql.privacy.sensitivity import ADD_REMOVE, REPLACE, RELATIONS, canonical_statistic, statistic
+from dpsql.privacy.sensitivity import (
+    ADD_REMOVE,
+    RELATIONS,
+    REPLACE,
+    UNION,
+    UNIT_RELATIONS,
+    canonical_statistic,
+    statistic,
+)
 
 Dataset = tuple[float, ...]
 Universe = tuple[float, ...]
+Unit = tuple[float, ...]
+UnitDataset = tuple[Unit, ...]
+#: A statistic name, or a function of the sorted rows.
+Stat = str | Callable[[Dataset], float]
 
 
 def make_universe(values: Iterable[float]) -> Universe:
@@ -73,7 +105,7 @@ def _insert(x: Dataset, v: float) -> Dataset:
     return x[:i] + (v,) + x[i:]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _neighbours(universe: Universe, relation: str, x: Dataset) -> tuple[Dataset, ...]:
     out: set[Dataset] = set()
     for a in sorted(set(x)):
@@ -228,5 +260,182 @@ def global_sensitivity(stat: str, universe: Iterable[float], n: int, relation: s
     for x in itertools.combinations_with_replacement(eng.universe, n):
         lo, hi = eng.value_range(x, k)
         fx = eng.f(x)
+        best = max(best, fx - lo, hi - fx)
+    return best
+
+
+# ----------------------------------------------------------------------------- units of several rows
+def _check_unit_relation(relation: str) -> str:
+    if relation not in UNIT_RELATIONS:
+        raise ValueError(f"relation must be one of {UNIT_RELATIONS}, got {relation!r}")
+    return relation
+
+
+def _check_max_rows(max_rows: int) -> int:
+    if int(max_rows) != max_rows or max_rows < 1:
+        raise ValueError(f"max_rows must be an integer >= 1, got {max_rows}")
+    return int(max_rows)
+
+
+@cache
+def unit_types(universe: Universe, max_rows: int, empty: bool = False) -> tuple[Unit, ...]:
+    """Every unit of 1 to ``max_rows`` values of the universe (0 to ``max_rows`` with ``empty``)."""
+    u = make_universe(universe)
+    sizes = range(0 if empty else 1, _check_max_rows(max_rows) + 1)
+    return tuple(t for size in sizes for t in itertools.combinations_with_replacement(u, size))
+
+
+def rows_of(x: Iterable[Iterable[float]]) -> Dataset:
+    """The flattened, sorted rows of a dataset of units."""
+    return tuple(sorted(float(v) for unit in x for v in unit))
+
+
+def _unit_dataset(x: Iterable[Iterable[float]], universe: Universe, max_rows: int,
+                  relation: str) -> UnitDataset:
+    units = tuple(sorted(_dataset(unit, universe) for unit in x))
+    lo = 0 if relation == UNION else 1
+    if any(not lo <= len(unit) <= max_rows for unit in units):
+        raise ValueError(f"every unit of {units} must hold {lo} to {max_rows} rows under {relation}")
+    return units
+
+
+def unit_datasets(universe: Iterable[float], units: int, max_rows: int,
+                  relation: str = ADD_REMOVE) -> Iterator[UnitDataset]:
+    """Every dataset of exactly ``units`` units (empty units too under ``union``)."""
+    types = unit_types(make_universe(universe), _check_max_rows(max_rows),
+                       _check_unit_relation(relation) == UNION)
+    return itertools.combinations_with_replacement(types, units)
+
+
+def _drop(x: UnitDataset, i: int) -> UnitDataset:
+    return x[:i] + x[i + 1:]
+
+
+def _put(x: UnitDataset, unit: Unit) -> UnitDataset:
+    i = bisect.bisect_left(x, unit)
+    return x[:i] + (unit,) + x[i:]
+
+
+@cache
+def _unit_neighbours(universe: Universe, relation: str, m: int, x: UnitDataset) -> tuple[UnitDataset, ...]:
+    out: set[UnitDataset] = set()
+    types = unit_types(universe, m, relation == UNION)
+    seen: set[Unit] = set()
+    for i, unit in enumerate(x):
+        if unit in seen:
+            continue
+        seen.add(unit)
+        rest = _drop(x, i)
+        if relation == ADD_REMOVE:
+            out.add(rest)
+        else:
+            out.update(_put(rest, new) for new in types
+                       if new != unit and (relation == UNION or len(new) == len(unit)))
+    if relation == ADD_REMOVE:
+        out.update(_put(x, new) for new in types)
+    return tuple(sorted(out))
+
+
+def unit_neighbours(x: Iterable[Iterable[float]], universe: Iterable[float], relation: str,
+                    max_rows: int) -> list[UnitDataset]:
+    """All datasets of units one unit step from ``x``."""
+    u, m, rel = make_universe(universe), _check_max_rows(max_rows), _check_unit_relation(relation)
+    return list(_unit_neighbours(u, rel, m, _unit_dataset(x, u, m, rel)))
+
+
+def unit_ball(x: Iterable[Iterable[float]], k: int, universe: Iterable[float], relation: str,
+              max_rows: int) -> set[UnitDataset]:
+    """All datasets of units within ``k`` unit steps of ``x`` (``x`` included)."""
+    u, m, rel = make_universe(universe), _check_max_rows(max_rows), _check_unit_relation(relation)
+    seen = frontier = {_unit_dataset(x, u, m, rel)}
+    for _ in range(k):
+        frontier = {y for z in frontier for y in _unit_neighbours(u, rel, m, z)} - seen
+        seen = seen | frontier
+    return seen
+
+
+class _UnitEngine(_Engine):
+    """:class:`_Engine` over datasets of units: f reads the rows, neighbours are unit steps."""
+
+    def __init__(self, stat: Stat, p: float | None, universe: Universe, relation: str, m: int) -> None:
+        super().__init__("count", p, universe, relation)  # the name is replaced by ``fn`` below
+        self.m = m
+        lo, hi = self.lower, self.upper
+        if callable(stat):
+            self.fn: Callable[[Dataset], float] = stat
+        else:
+            self.fn = lambda rows: statistic(str(stat), rows, lo, hi, p)
+        self._rows_f: dict[Dataset, float] = {}
+
+    def nbrs(self, x: Dataset) -> tuple[Dataset, ...]:  # type: ignore[override]
+        return _unit_neighbours(self.universe, self.relation, self.m, x)  # type: ignore[arg-type]
+
+    def f(self, x: Dataset) -> float:  # type: ignore[override]
+        rows = rows_of(x)  # type: ignore[arg-type]
+        if rows not in self._rows_f:
+            self._rows_f[rows] = float(self.fn(rows))
+        return self._rows_f[rows]
+
+
+@lru_cache(maxsize=256)
+def _unit_engine(stat: Stat, p: float | None, universe: Universe, relation: str, m: int) -> _UnitEngine:
+    return _UnitEngine(stat, p, universe, relation, m)
+
+
+def _unit_setup(stat: Stat, p: float | None, universe: Iterable[float], relation: str,
+                max_rows: int) -> _UnitEngine:
+    if not callable(stat):
+        stat, p = canonical_statistic(stat, p)
+    return _unit_engine(stat, p, make_universe(universe), _check_unit_relation(relation),
+                        _check_max_rows(max_rows))
+
+
+def unit_local_sensitivity(stat: Stat, x: Iterable[Iterable[float]], universe: Iterable[float],
+                           relation: str, max_rows: int, p: float | None = None) -> float:
+    """``LS`` under unit neighbours: ``max |f(x) - f(y)|`` over datasets one unit step away."""
+    eng = _unit_setup(stat, p, universe, relation, max_rows)
+    return eng.ls(_unit_dataset(x, eng.universe, eng.m, eng.relation))  # type: ignore[arg-type]
+
+
+def unit_local_sensitivity_at_distance(stat: Stat, x: Iterable[Iterable[float]], k: int,
+                                       universe: Iterable[float], relation: str, max_rows: int,
+                                       p: float | None = None) -> float:
+    """``A(f, x, k)`` in units: the largest unit-level ``LS`` within ``k`` unit steps."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    eng = _unit_setup(stat, p, universe, relation, max_rows)
+    return eng.a(_unit_dataset(x, eng.universe, eng.m, eng.relation), k)  # type: ignore[arg-type]
+
+
+def unit_distance_to_instability(stat: Stat, x: Iterable[Iterable[float]], b: float,
+                                 universe: Iterable[float], relation: str, max_rows: int,
+                                 p: float | None = None, k_max: int = 2) -> int:
+    """``min(D(f, x, b), k_max + 1)`` in units."""
+    eng = _unit_setup(stat, p, universe, relation, max_rows)
+    d = _unit_dataset(x, eng.universe, eng.m, eng.relation)
+    return next((k for k in range(k_max + 1) if eng.a(d, k) > b), k_max + 1)  # type: ignore[arg-type]
+
+
+def unit_smooth_sensitivity(stat: Stat, x: Iterable[Iterable[float]], beta: float,
+                            universe: Iterable[float], relation: str, max_rows: int,
+                            p: float | None = None, k_max: int = 2) -> float:
+    """``max_{k <= k_max} e^{-beta k} A(f, x, k)`` in units: a lower bound on the smooth
+    sensitivity in unit steps (equal to it once ``A(f, x, k_max)`` is the largest LS)."""
+    eng = _unit_setup(stat, p, universe, relation, max_rows)
+    d = _unit_dataset(x, eng.universe, eng.m, eng.relation)
+    return max(math.exp(-beta * k) * eng.a(d, k) for k in range(k_max + 1))  # type: ignore[arg-type]
+
+
+def unit_global_sensitivity(stat: Stat, universe: Iterable[float], units: int, relation: str,
+                            max_rows: int, k: int = 1, p: float | None = None) -> float:
+    """``max |f(x) - f(y)|`` over every dataset ``x`` of ``units`` units and every ``y``
+    within ``k`` unit steps of it. The global sensitivity is the maximum over ``units``."""
+    if units < 0 or k < 1:
+        raise ValueError(f"need units >= 0 and k >= 1, got units={units}, k={k}")
+    eng = _unit_setup(stat, p, universe, relation, max_rows)
+    best = 0.0
+    for x in unit_datasets(eng.universe, units, eng.m, eng.relation):
+        lo, hi = eng.value_range(x, k)  # type: ignore[arg-type]
+        fx = eng.f(x)  # type: ignore[arg-type]
         best = max(best, fx - lo, hi - fx)
     return best

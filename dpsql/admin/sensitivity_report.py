@@ -25,7 +25,7 @@ import numpy as np
 from dpsql.admin import bruteforce as bf
 from dpsql.privacy import sensitivity as sens
 from dpsql.errors import Error
-from dpsql.mechanisms import datadep, ptr
+from dpsql.mechanisms import ptr
 from dpsql.privacy.noise import laplace_ci
 
 #: Values of the small sample brute-forced for the Hamming-distance figure, and its largest k.
@@ -119,11 +119,17 @@ def _values(con: duckdb.DuckDBPyConnection, table: str, column: str, lower: floa
     return np.asarray(got, dtype=np.float64)
 
 
+def _mechanism_relation(relation: str) -> str:
+    """The relation the mechanisms protect: under replace a value may also become NULL or leave
+    the filter (the union relation, :mod:`dpsql.mechanisms.datadep`)."""
+    return sens.UNION if relation == sens.REPLACE else relation
+
+
 def _smooth(stat: str, x: np.ndarray, beta: float, lo: float, hi: float, relation: str,
             q: float | None) -> float:
     """The S that mechanism 'smooth' uses: from n alone for the mean."""
     if stat == "mean":
-        return datadep.mean_smooth(int(x.size), beta, lo, hi, relation)
+        return sens.mean_smooth_sensitivity(int(x.size), beta, lo, hi, _mechanism_relation(relation))
     return sens.smooth_sensitivity(stat, x, beta, lo, hi, relation, q)
 
 
@@ -131,7 +137,7 @@ def _distance(stat: str, x: np.ndarray, b: float, lo: float, hi: float, relation
               q: float | None) -> int:
     """The D that mechanism 'ptr' uses (before its cap): from n alone for the mean."""
     if stat == "mean":
-        return datadep.mean_distance(int(x.size), b, lo, hi, relation)
+        return sens.mean_distance(int(x.size), b, lo, hi, _mechanism_relation(relation))
     return sens.distance_to_instability(stat, x, b, lo, hi, relation, q)
 
 

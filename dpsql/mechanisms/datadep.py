@@ -1,25 +1,35 @@
 """Pieces shared by the data-dependent mechanisms ``ptr`` and ``smooth`` (SPEC §4.2).
 
-Neighbouring relation and group privacy (:func:`calibrate`)
-    The row-level quantities of :mod:`dpsql.privacy.sensitivity` are for one row step. dpsql runs them
-    on the clipped, non-NULL values of one group (after WHERE), where a privacy unit can cause
+Neighbouring relation and privacy units (:func:`calibrate`)
+    dpsql runs the quantities of :mod:`dpsql.privacy.sensitivity` on the clipped, non-NULL values
+    of one group (after WHERE). One protected change is one privacy unit: up to m rows
+    (m = ``ctx.max_rows``: ``max_rows_per_unit`` × the policy's group size; the rewrite keeps at
+    most ``max_rows_per_unit`` rows of each unit).
 
-    * ``add_remove``: up to m row additions or removals (m = ``ctx.max_rows``);
-    * ``replace``, no GROUP BY: up to m steps, each a change of one value, or (when the value
-      becomes NULL, or leaves or enters the WHERE filter) an addition or a removal: the
-      *union* relation. The formulas used are valid for all three kinds of step: for
-      quantiles the NRS order-statistic form (A(0) = NRS value ≥ LS under either relation;
-      ``sensitivity``'s ``replace`` model for n ≥ 1, its ``add_remove`` model for n = 0, where
-      ``replace`` would claim no neighbours); for the mean Â(k) = W/max(n − k, 1) (any dataset of
-      size n' ≥ 1 has LS ≤ W/n' under both relations, and its size is at least n − k);
-    * ``replace`` with GROUP BY: a changed row can leave one group and join another, so 2m steps
-      of the union relation.
+    * ``add_remove``: the unit's rows are added or removed: the ``add_remove`` relation.
+    * ``replace``: the unit's rows are replaced; a value may also become NULL or leave (or enter)
+      the WHERE filter, so the rows of one unit become 0 to m other rows: the ``union``
+      relation of :mod:`dpsql.privacy.sensitivity` (for m = 1, a change, an addition or a removal
+      of one value). Its formulas hold for all of these.
 
-    With s steps, the mechanism is calibrated for one step at ε_r = ε/s and
-    δ_r = δ/Σ_{i<s} e^{i·ε_r}; group privacy (Dwork & Roth 2014, §2.3, proved by chaining s
-    steps: P[M(x_0) ∈ E] ≤ e^{sε_r}·P[M(x_s) ∈ E] + Σ_{i<s} e^{iε_r}·δ_r) then gives (ε, δ)
-    for the unit. A single row step touches one group, so per-group releases compose in
-    parallel. For s = 1 nothing changes.
+    Without GROUP BY the mechanism is calibrated for one unit step at the full (ε, δ), with the
+    unit-level quantities of :mod:`dpsql.privacy.sensitivity` for m rows (its module doc
+    derives them; the brute force over datasets of units checks them): a quantile's
+    A(k) = P_{(k+1)m}, the NRS order-statistic bound at (k + 1)m − 1 rows, so PTR's distance is
+    the pair-form distance divided by m, rounded down, and S = max_k e^{−βk}·P_{(k+1)m}; the
+    mean's A(k) from n is mW/max(n − km, m + 1) (``add_remove``) or mW/max(n − km, m)
+    (``union``). For m = 1 these are the row-level formulas (``add_remove`` keeps the exact LS
+    at k = 0).
+
+    With GROUP BY a unit's rows can fall into up to m groups, and a release calibrated for a
+    unit in each group would be charged once per group it touches. So each group is calibrated
+    for one row step, s steps per unit: s = m under ``add_remove``, 2m under ``replace`` (a
+    row can leave one group and join another), at ε_r = ε/s and δ_r = δ/Σ_{i<s} e^{i·ε_r};
+    group privacy (Dwork & Roth 2014, §2.3, proved by chaining s steps: P[M(x_0) ∈ E] ≤
+    e^{sε_r}·P[M(x_s) ∈ E] + Σ_{i<s} e^{iε_r}·δ_r) gives (ε, δ) for the unit. A single row step
+    touches one group, so the per-group releases compose in parallel. Without GROUP BY the unit
+    calibration is the better one (group privacy would pay m in a quantile's noise scale and
+    again in the smoothing), and for s = 1 both are the same.
 
 Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
     Per group, one hash pass over the clipped values builds a histogram of
@@ -67,62 +77,45 @@ GRID_SHIFT = 10
 # ----------------------------------------------------------------------------- calibration
 @dataclass(frozen=True)
 class Calibration:
-    """How a unit's change maps onto row steps, and the per-step budget."""
+    """What one calibrated step is, and its budget (module docstring).
 
-    relation: str  # "add_remove", or "replace" meaning the union relation (module docstring)
+    ``relation`` and ``rows`` are the arguments ``relation`` and ``max_rows`` of the
+    :mod:`dpsql.privacy.sensitivity` functions: one step adds or removes (``add_remove``), or
+    replaces by 0 to ``rows`` rows (``union``), up to ``rows`` rows. A protected change is
+    ``steps`` such steps; ``epsilon`` and ``delta`` are per step.
+    """
+
+    relation: str
+    rows: int
     steps: int
-    epsilon: float  # per step
-    delta: float  # per step
+    epsilon: float
+    delta: float
     why: str
-
-    def model_relation(self, n: int) -> str:
-        """The :mod:`dpsql.privacy.sensitivity` relation whose quantile model is valid here."""
-        return sens.ADD_REMOVE if self.relation == sens.ADD_REMOVE or n == 0 else sens.REPLACE
 
 
 def calibrate(ctx: "Context", cost: Cost) -> Calibration:
-    """Per-step ε and δ for the context (module docstring)."""
+    """The calibrated step and its ε and δ for the context (module docstring)."""
     m = int(ctx.max_rows)
-    if ctx.neighbouring == "replace":
-        steps = 2 * m if ctx.grouped else m
-        why = ("replace with GROUP BY: a row can move between groups, 2 steps per row"
-               if ctx.grouped else "replace: one value changes, appears or disappears per row")
-        relation = sens.REPLACE
+    replace = ctx.neighbouring == "replace"
+    relation = sens.UNION if replace else sens.ADD_REMOVE
+    if replace:
+        why = ("replace with GROUP BY: a row can move between groups, 2 steps per row" if ctx.grouped
+               else "replace: one value changes, appears or disappears per row")
     else:
-        steps, relation, why = m, sens.ADD_REMOVE, "add_remove: one row added or removed per row"
+        why = "add_remove: one row added or removed per row"
+    if ctx.grouped and (m > 1 or replace):
+        steps, rows = (2 * m if replace else m), 1
+    else:
+        steps, rows = 1, m
+    if rows > 1:
+        why = (f"{'replace' if replace else 'add_remove'}: one privacy unit of up to {m} rows "
+               f"{'replaced (values may also appear or disappear)' if replace else 'added or removed'}; "
+               f"A(k) in units of {m} rows")
     if steps > 1:
         why += f"; {steps} steps per unit (group privacy)"
     eps = cost.epsilon / steps
     delta = cost.delta / math.fsum(math.exp(i * eps) for i in range(steps)) if cost.delta else 0.0
-    return Calibration(relation, steps, eps, delta, why)
-
-
-# ----------------------------------------------------------------------------- the mean from n
-def mean_smooth(n: int, beta: float, lower: float, upper: float, relation: str) -> float:
-    """β-smooth upper bound on LS of the clipped mean, from n alone."""
-    if relation == sens.ADD_REMOVE:
-        return sens.mean_smooth_sensitivity(n, beta, lower, upper, relation)
-    w = upper - lower  # union: Â(k) = W/max(n − k, 1), log-convex in k on [0, n − 1]
-    return max(w / max(n, 1), w * math.exp(-beta * max(n - 1, 0)))
-
-
-def mean_distance(n: int, b: float, lower: float, upper: float, relation: str) -> int:
-    """PTR distance of the clipped mean from n alone (capped at sensitivity.MAX_DISTANCE)."""
-    if relation == sens.ADD_REMOVE:
-        return sens.mean_distance(n, b, lower, upper, relation)
-    w = upper - lower  # union: least k with W/max(n − k, 1) > b
-
-    def high(k: int) -> bool:
-        return w / max(n - k, 1) > b
-
-    if not high(max(n - 1, 0)):
-        return sens.MAX_DISTANCE
-    k = max(0, min(n - 1, math.floor(n - w / b) + 1))
-    while k > 0 and high(k - 1):
-        k -= 1
-    while not high(k):
-        k += 1
-    return k
+    return Calibration(relation, rows, steps, eps, delta, why)
 
 
 # ----------------------------------------------------------------------------- ranks
@@ -134,9 +127,11 @@ def exact_p(p: float, label: str) -> Fraction:
     return q
 
 
-def truncation(beta: float, lower: float, upper: float) -> int:
-    """K of the truncated smooth bound (SPEC §4.2)."""
-    return min(sens.truncation_k(beta, lower, upper, TRUNCATION_TOL * (upper - lower)), MAX_WINDOW)
+def truncation(beta: float, lower: float, upper: float, rows: int = 1) -> int:
+    """K of the truncated smooth bound (SPEC §4.2): the window holds the ranks r ± (K + 1)·rows,
+    at most MAX_WINDOW + 1 on each side (a smaller K only makes the tail term larger)."""
+    tail = sens.truncation_k(beta, lower, upper, TRUNCATION_TOL * (upper - lower))
+    return max(0, min(tail, (MAX_WINDOW + 1) // rows - 1))
 
 
 def public_grid(lower: float, upper: float) -> int:
@@ -191,18 +186,22 @@ GROUP BY {build.leading(ks, 'g')}g.__n"""
 
 
 def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, add_remove: bool,
-                 columns: tuple[str, str, str], tag: str = "d") -> str:
+                 columns: tuple[str, str, str], rows: int = 1, tag: str = "d") -> str:
     """Per group: PTR distance D = min(D(x, b), cap) of the quantile p, with n and x_r.
 
-    D is the pair form min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} (b = ``bound``) over the
-    padded order statistics (x_0 = L, x_{n+1} = U), computed by an inequality join of the
+    The pair form min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} (b = ``bound``) over the padded
+    order statistics (x_0 = L, x_{n+1} = U) is computed by an inequality join of the
     candidates for i (largest rank ≤ r of each value) and j (smallest rank ≥ r) inside the
-    window [r − cap, r + cap]; pairs outside it have j − i − 1 ≥ cap. Under ``add_remove`` it
-    is 0 if the exact LS exceeds b and otherwise max(1, pair form): dpsql.privacy.sensitivity's
-    ``add_remove`` D (A(0) = LS, A(k ≥ 1) = NRS). ``columns``: names of D, n and x_r.
+    window [r − cap·rows, r + cap·rows]; pairs outside it have j − i − 1 ≥ cap·rows. For units
+    of ``rows`` > 1 rows D is the pair form divided by ``rows``, rounded down (the distance in
+    units, :mod:`dpsql.privacy.sensitivity`). For ``rows`` = 1 under ``add_remove`` (``add_remove``
+    true) it is 0 if the exact LS exceeds b and otherwise max(1, pair form): the row-level
+    ``add_remove`` D (A(0) = LS, A(k ≥ 1) = NRS); otherwise the pair form. ``columns``: names of
+    D, n and x_r.
     """
     nm, ks = build.scratch(tag), values.keys
     kc, (dcol, ncol, fcol) = build.leading(ks), columns
+    reach = cap * rows
     lo, hi, bb = (build.literal(x, double=True) for x in (values.lower, values.upper, bound))
 
     def x_at(k: str) -> str:  # padded order statistic x_k from the points joined to g
@@ -215,9 +214,14 @@ def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, a
     ls = (f"GREATEST(ABS({x_near('__rp')} - __x0), ABS({x_near('__rp - 1')} - __x0), "
           f"CASE WHEN __n >= 1 THEN GREATEST(ABS({x_near('__rm')} - __x0), "
           f"ABS({x_near('__rm + 1')} - __x0)) ELSE 0 END)")
-    pair = f"COALESCE(pd.__d, {cap})"
-    dist = (f"CASE WHEN s.__ls > {bb} THEN 0 ELSE GREATEST(1, {pair}) END" if add_remove else pair)
-    return f"""WITH {_window(values, nm, p, cap - 1)}, {nm.lf} AS (
+    pair = f"COALESCE(pd.__d, {reach})"
+    if rows > 1:
+        dist = f"({pair}) // {rows}"
+    elif add_remove:
+        dist = f"CASE WHEN s.__ls > {bb} THEN 0 ELSE GREATEST(1, {pair}) END"
+    else:
+        dist = pair
+    return f"""WITH {_window(values, nm, p, reach - 1)}, {nm.lf} AS (
   SELECT {kc}LEAST(__cum, __r) AS __i, __val AS __x FROM {nm.pts} WHERE __cum - __c + 1 <= __r
   UNION ALL SELECT {kc}0, {lo} FROM {nm.g}
 ), {nm.rt} AS (

@@ -13,17 +13,28 @@ Mechanism (Smith 2011; SPEC §4.4)
     padded with L and U (weight G_i·exp(ε'·u_i), G_i = grid points in it), then a uniform grid
     point inside it.
 
-Sensitivity Δu of the utility (brute-forced in ``tests/test_exponential.py``)
+Sensitivity Δu of the utility (brute-forced in ``tests/test_exponential.py``, for rows and
+for units of up to m rows over :mod:`dpsql.admin.bruteforce`'s datasets of units)
     ``add_remove``: adding a row moves c(y) by 0 or 1 and p·n by p, so c(y) − p·n moves by −p
     or 1 − p: Δu = max(p, 1 − p) (½ for the median). ``replace``: n is fixed, c(y) moves by at
-    most 1: Δu = 1; with GROUP BY a changed row can leave one group and join another, and the
-    per-group draws must add up: Δu = 2·max(p, 1 − p). A unit of m rows (m = ``ctx.max_rows``)
-    multiplies Δu by m. ε' = ε/(2Δu) (McSherry & Talwar 2007): for 0 < p < 1 the utility is not
-    monotone (c(y) − p·n rises for some y and falls for others), so the normaliser can also move
-    by e^{ε/2}; for the median under ``add_remove`` this gives weights exp(−ε|i − n/2|), not the
-    exp(−ε|i − n/2|/2) of the Δu = 1 form. For p = 0 or 1 (DP_MIN, DP_MAX) every utility moves
-    in the same direction between two neighbours, so ε' = ε/Δu: the weight ratio and the
-    normaliser ratio of the two datasets then lie on opposite sides of 1, each within e^{ε'Δu}.
+    most 1: Δu = 1 (a value that becomes NULL or leaves the filter is a removal, within the
+    same bound); with GROUP BY a changed row can leave one group and join another, and the
+    per-group draws must add up: Δu = 2·max(p, 1 − p). A privacy unit of up to m rows
+    (m = ``ctx.max_rows``) moves the rank by up to m: its rows are m such steps, so Δu is
+    multiplied by m (under ``replace``, removing j ≤ m rows and adding j' ≤ m moves c(y) − p·n
+    by at most p·j' + (1 − p)·j ≤ m, or the reverse). ε' = ε/(2Δu) (McSherry & Talwar 2007):
+    for 0 < p < 1 the utility is not monotone (c(y) − p·n rises for some y and falls for
+    others), so the normaliser can also move by e^{ε/2}; for the median under ``add_remove``
+    this gives weights exp(−ε|i − n/2|), not the exp(−ε|i − n/2|/2) of the Δu = 1 form.
+    For p = 0 or 1 (DP_MIN, DP_MAX), ε' = ε/Δu. With d = u_x − u_x', the log ratio of the
+    output probabilities at y is ε'·d(y) − ln E[e^{ε'·d}] (the mean under the output law on
+    x'), at most ε'·(max d − min d) in size. Here u = −c(y) (p = 0) or c(y) − n (p = 1), so
+    when j rows are removed and j' added, d(y) = A(y) − R(y), the added and the removed rows at
+    or below y (p = 0; above y for p = 1): two nondecreasing counts, so between any two y the
+    difference d moves by at most j one way and j' the other, and d spans at most
+    max(j, j') ≤ m. That is Δu for a row, a unit added or removed, and a unit replaced (whose
+    rows may move in opposite directions, so that d takes both signs); with GROUP BY the spans
+    of the groups add up to at most Σ (j_g + j'_g) ≤ Δu.
 
 The clip at D + B
     D = min over y of |c(y) − p·n| is the best achievable rank distance; B = ⌈64/ε'⌉ is public.
@@ -299,9 +310,10 @@ class Exponential(Mechanism):
     """ε-DP quantiles by the exponential mechanism on ranks; see the module docstring.
 
     Guarantee: pure ε-DP (McSherry & Talwar 2007; Dwork & Roth 2014, Thm. 3.10).
-    Neighbouring relation: both, with Δu = m·max(p, 1 − p) under ``add_remove``, m under
-    ``replace`` (2m·max(p, 1 − p) with GROUP BY), m = ``ctx.max_rows``. Constants: ε' =
-    ε/(2Δu), or ε/Δu for the monotone utilities of p = 0 and p = 1 (proof in the module
+    Neighbouring relation: both, for a privacy unit of up to m = ``ctx.max_rows`` rows, whose
+    rows move the rank by up to m: Δu = m·max(p, 1 − p) under ``add_remove``, m under
+    ``replace`` (2m·max(p, 1 − p) with GROUP BY). Constants: ε' = ε/(2Δu), or ε/Δu for p = 0
+    and p = 1, where the utilities' differences span at most Δu (proof in the module
     docstring); the interval form of the draw (Smith 2011); the clip at D + ⌈64/ε'⌉ ranks
     and the output grid 2^k with k = ⌊log2(U − L)⌋ − 30 (:func:`dpsql.privacy.noise.grid_exponent`),
     both argued in the module docstring and checked by brute force.

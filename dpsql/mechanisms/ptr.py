@@ -4,15 +4,18 @@ bound = b, epsilon = ..., delta = ...)``.
 Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
     The analyst proposes b, a bound on the local sensitivity of f (the exact mean of the
     clipped values, or their order statistic of rank r = max(1, ⌈p·n⌉), as in
-    :mod:`dpsql.privacy.sensitivity`). D = D(f, x, b), the number of row steps from x to a dataset
-    whose local sensitivity exceeds b, is computed exactly, capped at C. With Z a discrete
+    :mod:`dpsql.privacy.sensitivity`) under the policy's neighbours: how far f can move when one
+    privacy unit (up to m rows) changes. D = D(f, x, b), the number of unit steps from x to a
+    dataset whose local sensitivity exceeds b, is computed exactly (for the bound A of
+    :mod:`dpsql.privacy.sensitivity`), capped at C. With Z a discrete
     Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
     f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The exact mean is read
     clamped to [L, U], where it lies, so it is finite even if DuckDB's average were not (the
     plan refuses bounds whose sum over 2^63 rows would overflow).
 
 Guarantee
-    (ε₁ + ε₂, δ)-DP per row step. Let x, x' be neighbours. If |f(x) − f(x')| ≤ b, the test
+    (ε₁ + ε₂, δ)-DP per calibrated step (one unit; one row with GROUP BY and units of several
+    rows, see below). Let x, x' be neighbours. If |f(x) − f(x')| ≤ b, the test
     is ε₁-DP (D has sensitivity 1; the geometric mechanism, Ghosh, Roughgarden & Sundararajan
     2009) and the release ε₂-DP (Laplace, with dpsql.privacy.noise's grid slack). Otherwise
     LS(x) > b and LS(x') > b, so D(x) = D(x') = 0, both runs fail the test with the same
@@ -28,20 +31,23 @@ Corrections to the seeds
     U/(n − k + 1) ≥ b) is replaced by the correct one below.
 
 Budget split
-    ε₁ = ε₂ = ε/2 (shown by EXPLAIN); the whole δ goes to the test. With group privacy
-    (s row steps per unit, see :mod:`dpsql.mechanisms.datadep`) each step gets ε/s and
-    δ/Σ_{i<s} e^{iε/s}, split the same way.
+    ε₁ = ε₂ = ε/2 (shown by EXPLAIN); the whole δ goes to the test. With GROUP BY and units of
+    several rows, or under ``replace`` with GROUP BY (s row steps per unit, group privacy, see
+    :mod:`dpsql.mechanisms.datadep`), each step gets ε/s and δ/Σ_{i<s} e^{iε/s}, split the same way.
 
-Neighbouring relation and D
-    mean: from n alone. ``add_remove``: min{k : (U − L)/max(n − k, 2) > b}
-    (:func:`dpsql.privacy.sensitivity.mean_distance`); ``replace`` (union relation):
-    min{k : (U − L)/max(n − k, 1) > b}. Quantiles, in DuckDB: the pair form
-    min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order statistics (NRS 2007,
-    seed 003 slide 18: exact under ``replace``, an upper bound on A under ``add_remove``);
-    under ``add_remove`` it is 0 when the exact LS exceeds b and at least 1 otherwise,
-    which is :func:`dpsql.privacy.sensitivity.distance_to_instability`'s D for that relation. Both
-    are checked against brute force in ``tests/test_sensitivity.py`` and
-    ``tests/test_ptr_smooth.py``.
+Neighbouring relation and D (m rows per unit, m = 1 for row-level privacy; with GROUP BY and
+m > 1, or ``replace`` with GROUP BY, the formulas for m = 1 and row steps)
+    mean: from n alone. ``add_remove``: min{k : mW/max(n − km, m + 1) > b}, for m = 1
+    min{k : (U − L)/max(n − k, 2) > b}; ``replace`` (the union relation: a value may also become
+    NULL or leave the filter): min{k : mW/max(n − km, m) > b}
+    (:func:`dpsql.privacy.sensitivity.mean_distance`). Quantiles, in DuckDB: the pair form
+    D_pair = min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order statistics (NRS
+    2007, seed 003 slide 18); D = ⌊D_pair/m⌋, the distance in units (A in units is NRS's A at
+    (k + 1)m − 1 rows: :mod:`dpsql.privacy.sensitivity`, "Privacy units"). For m = 1 under
+    ``add_remove`` D is 0 when the exact LS exceeds b and at least 1 otherwise. Each D is
+    :func:`dpsql.privacy.sensitivity.distance_to_instability`'s for the relation and m, checked
+    against brute force over datasets of units in ``tests/test_sensitivity.py`` and against the
+    SQL in ``tests/test_ptr_smooth.py``.
 """
 
 from __future__ import annotations
@@ -116,7 +122,8 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
         """D, n and x_r per group (:func:`dpsql.mechanisms.datadep.distance_sql`)."""
         assert self.p is not None
         return datadep.distance_sql(values, p=self.p, bound=self.b, cap=self.cap,
-                                    add_remove=self.cal.relation == sens.ADD_REMOVE, columns=self.columns)
+                                    add_remove=self.cal.relation == sens.ADD_REMOVE, columns=self.columns,
+                                    rows=self.cal.rows)
 
     # -- release -----------------------------------------------------------------------------
 
@@ -126,7 +133,7 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
         if self.stat == "mean":
             # the mean of values clipped to [L, U] lies in [L, U]; finite_in keeps it finite
             f = finite_in(num(stats.get("mean")), self.lower, self.upper) if n else (self.lower + self.upper) / 2
-            d = datadep.mean_distance(n, self.b, self.lower, self.upper, self.cal.relation)
+            d = sens.mean_distance(n, self.b, self.lower, self.upper, self.cal.relation, self.cal.rows)
             return min(d, self.cap), f, n
         if n == 0:  # only the padding: x_0 = L, x_1 = U
             return (0 if self.upper - self.lower > self.b else self.cap), self.upper, 0
@@ -151,13 +158,16 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
 
     def explain(self) -> dict[str, str]:
         source = ("from n alone" if self.stat == "mean" else
-                  f"in DuckDB from the order statistics of ranks r ± {self.cap} (histogram pass, no sort)")
+                  f"in DuckDB from the order statistics of ranks r ± {self.cap * self.cal.rows} (histogram pass, no sort)")
+        rows = self.cal.rows
         return {
             "bounds": f"[{fmt(self.lower)}, {fmt(self.upper)}]",
-            "proposed bound": f"b = {fmt(self.b)}",
+            "proposed bound": f"b = {fmt(self.b)}" + (
+                "" if rows == 1 else f", on how far one unit of up to {rows} rows can move the statistic"),
             "split": (f"ε₁ = ε₂ = {fmt(self.eps_test)} (test, release) per step, δ = {self.cal.delta:.3g} "
                       "to the test"),
-            "distance": f"D = D(f, x, b) {source}, capped at {self.cap}",
+            "distance": (f"D = D(f, x, b) {source}, capped at {self.cap}"
+                         + ("" if self.cal.rows == 1 else f", in units: the pair-form distance // {self.cal.rows}")),
             "test": (f"NULL (⊥) unless D + discrete Laplace(1/ε₁ = {fmt(self.test_scale)}) ≥ {self.threshold} "
                      f"(T = ln(1/(2δ))/ε₁ = {fmt(continuous_threshold(self.eps_test, self.cal.delta))})"),
             "release": f"f(x) + Laplace(b = {fmt(self.scale)}); budget spent even on ⊥",
@@ -170,14 +180,19 @@ class ProposeTestRelease(Mechanism):
     """Propose-test-release (Dwork & Lei 2009) for the mean and quantiles; module docstring.
 
     Guarantee: (ε, δ)-DP; refused without ``bound`` or with δ = 0 (OptionError naming the key).
-    Neighbouring relation: both (``add_remove`` formulas, or under ``replace`` ones valid for a
-    change, addition or removal of a value), with group privacy over the rows of a unit.
+    Neighbouring relation: both, for a privacy unit of up to m = ``ctx.max_rows`` rows
+    (``add_remove``: the unit's rows added or removed; ``replace``: replaced, a value possibly
+    becoming NULL or leaving the filter, the union relation); b bounds how far one unit moves f.
+    Without GROUP BY, D is the distance in units; with GROUP BY and m > 1 (or ``replace``) a
+    unit can touch several groups, and each group is calibrated for one row with group privacy
+    over the unit's steps (:mod:`dpsql.mechanisms.datadep`).
     Constants: ε₁ = ε₂ = ε/2 (this module's choice); threshold j = least integer with
     e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, the discrete form of SPEC §4.2's T = ln(1/(2δ))/ε₁ (≥ T);
-    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:mod:`dpsql.privacy.sensitivity`), of quantiles by the
-    NRS 2007 order-statistic formula (seed 003 slide 18), exact under ``replace``; under
-    ``add_remove`` it bounds A from above (with the exact LS at k = 0), so D is a lower bound
-    on the true distance and the test stays valid.
+    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:func:`dpsql.privacy.sensitivity.mean_distance`:
+    mW/max(n − km, m + 1), or mW/max(n − km, m) under ``replace``), of quantiles the NRS 2007
+    order-statistic pair form (seed 003 slide 18) divided by m and rounded down (A in units is
+    NRS's A at (k + 1)m − 1 rows; derivation in :mod:`dpsql.privacy.sensitivity`). These bound A
+    from above, so D is a lower bound on the true distance and the test stays valid.
     """
 
     name = "ptr"

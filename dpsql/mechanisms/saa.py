@@ -20,8 +20,10 @@ changed chunk; c = the number of chunks one protected change can touch)
     ``add_remove``, row unit: an added or removed row sits in exactly one chunk, c = 1.
     ``replace``, row unit: the changed row hashes differently, so it leaves one chunk and
     enters another: c = 2. Id unit: all rows of one id share its chunk, c = 1 (2 under
-    ``replace``, which may swap in another id) without GROUP BY; with GROUP BY a unit's rows can
-    fall into as many groups as it has rows, one chunk each. Group privacy multiplies by the
+    ``replace``, which may swap in another id) without GROUP BY, however many rows the unit
+    holds (the chunk answers see the rows the rewrite keeps, at most ``max_rows_per_unit`` per
+    unit, but c does not depend on it); with GROUP BY a unit's rows can fall into as many groups
+    as it has rows, one chunk each, so c counts its rows (m). Group privacy multiplies by the
     group size g: c = m (row unit, or id unit with GROUP BY; m = ``ctx.max_rows``) or g (id unit
     without GROUP BY), doubled under ``replace``. The per-group releases add up to ε because
     the changed chunks of all groups together number at most c.
@@ -260,9 +262,11 @@ class SampleAggregate(Mechanism):
     """Sample and aggregate over hash chunks; see the module docstring.
 
     Guarantee: pure ε-DP (Nissim, Raskhodnikova, Smith 2007: parallel composition over
-    disjoint chunks plus the Laplace mechanism). Neighbouring relation: both; sensitivity
-    c·(u − l)/k with c = m (row unit, or GROUP BY), g (id unit), doubled under ``replace``
-    because a changed row moves to another chunk. Constants: Laplace scale Δ/ε with the grid
+    disjoint chunks plus the Laplace mechanism). Neighbouring relation: both, for a privacy
+    unit of up to m = ``ctx.max_rows`` rows; sensitivity c·(u − l)/k with c = the chunks one
+    unit can change: m (row unit, or GROUP BY: one chunk per row), g (id unit without GROUP BY:
+    the unit's rows share one chunk; g = the policy's group size), doubled under ``replace``
+    because the changed rows (or the swapped-in id) can land in another chunk. Constants: Laplace scale Δ/ε with the grid
     slack of :func:`dpsql.privacy.noise.laplace_scale`; the Winsorized variant's split ε/4, ε/4, ε/2,
     widening 4·k^(1/3+ξ)·IQR with ξ = 0.1, and quartile exponent ε/(4·2c) (Smith 2011; the
     exponential mechanism's ε/(2Δu), McSherry & Talwar 2007).

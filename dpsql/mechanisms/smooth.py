@@ -26,16 +26,21 @@ Noise (``noise`` option)
     is set to that point before snapping (it is clamped to the bound all the same), so that
     no release fails on the data after the budget is charged.
 
-Smooth bound S (SPEC §4.2)
-    mean: from n alone, ``add_remove``: max_k e^{−βk}·(U − L)/max(n − k, 2) (k = 0: the exact
-    bound of any dataset of size n; :func:`dpsql.privacy.sensitivity.mean_smooth_sensitivity`; seed
-    000's U/(n + 1) is too small); ``replace``: with (U − L)/max(n − k, 1), valid also when a
-    value appears or disappears. Quantiles: S = max_{k ≤ K} e^{−βk}·A(k) with A(k) =
-    max_{0≤t≤k+1} x_{r+t} − x_{r+t−k−1} (NRS 2007, seed 003 slide 18; ``add_remove`` uses the
-    exact LS at k = 0), truncated at K with the tail term (U − L)·e^{−β(K+1)}, still β-smooth;
-    K = :func:`dpsql.privacy.sensitivity.truncation_k` for a tail of 10⁻¹²·(U − L), at most 4096.
-    DuckDB returns only the order statistics of ranks [r − K − 1, r + K + 1]
-    (:func:`dpsql.mechanisms.datadep.points_sql`).
+Smooth bound S (SPEC §4.2), β-smooth in steps of one privacy unit of up to m rows
+    (m = ``ctx.max_rows``; m = 1 for row-level privacy; with GROUP BY and m > 1, or ``replace``
+    with GROUP BY, each group uses m = 1 and group privacy over the unit's row steps, see
+    :mod:`dpsql.mechanisms.datadep`; the module doc of :mod:`dpsql.privacy.sensitivity` derives the
+    unit-level A, and ``tests/test_sensitivity.py`` checks it by brute force over units)
+    mean: from n alone, ``add_remove``: max_k e^{−βk}·mW/max(n − km, m + 1), for m = 1
+    max_k e^{−βk}·(U − L)/max(n − k, 2) (k = 0: the exact bound of any dataset of size n;
+    :func:`dpsql.privacy.sensitivity.mean_smooth_sensitivity`; seed 000's U/(n + 1) is too small);
+    ``replace``: with mW/max(n − km, m), valid also when values appear or disappear.
+    Quantiles: S = max_{k ≤ K} e^{−βk}·A(k) with A(k) = P_{(k+1)m} = max_{0≤t≤(k+1)m}
+    x_{r+t} − x_{r+t−(k+1)m}, NRS's A at (k + 1)m − 1 rows (NRS 2007, seed 003 slide 18; for
+    m = 1 ``add_remove`` uses the exact LS at k = 0), truncated at K with the tail term
+    (U − L)·e^{−β(K+1)}, still β-smooth; K = :func:`dpsql.privacy.sensitivity.truncation_k` for a
+    tail of 10⁻¹²·(U − L), with (K + 1)·m at most 4097. DuckDB returns only the order
+    statistics of ranks [r − (K + 1)m, r + (K + 1)m] (:func:`dpsql.mechanisms.datadep.points_sql`).
 
 Not reported
     The noise scale depends on the data (for the mean, S reveals n exactly: seed 000's
@@ -89,7 +94,8 @@ class _SmoothPrepared(datadep.QuantileSQL, Prepared):
             self.alpha, self.beta = eps / (4.0 * GAMMA), eps / GAMMA
         else:  # NRS 2007, Laplace example: (ε/2, ε/(2 ln(2/δ)))-admissible
             self.alpha, self.beta = eps / 2.0, eps / (2.0 * math.log(2.0 / self.cal.delta))
-        self.k = datadep.truncation(self.beta, self.lower, self.upper) if self.stat == "quantile" else 0
+        rows = self.cal.rows
+        self.k = datadep.truncation(self.beta, self.lower, self.upper, rows) if self.stat == "quantile" else 0
         self.grid = datadep.public_grid(self.lower, self.upper)
         i = agg.index
         self.columns = (f"a{i}_smooth_w", f"a{i}_smooth_n")
@@ -105,7 +111,8 @@ class _SmoothPrepared(datadep.QuantileSQL, Prepared):
         """The window's order statistics and n per group (:func:`dpsql.mechanisms.datadep.points_sql`)."""
         assert self.p is not None
         column, n_column = self.columns
-        return datadep.points_sql(values, p=self.p, half=self.k, column=column, n_column=n_column)
+        half = (self.k + 1) * self.cal.rows - 1  # ranks r ± (K + 1)m
+        return datadep.points_sql(values, p=self.p, half=half, column=column, n_column=n_column)
 
     # -- release -----------------------------------------------------------------------------
 
@@ -115,16 +122,17 @@ class _SmoothPrepared(datadep.QuantileSQL, Prepared):
         if self.stat == "mean":
             # the mean of values clipped to [L, U] lies in [L, U]; finite_in keeps it finite
             f = finite_in(num(stats.get("mean")), self.lower, self.upper) if n else (self.lower + self.upper) / 2
-            return f, datadep.mean_smooth(n, self.beta, self.lower, self.upper, self.cal.relation)
+            return f, sens.mean_smooth_sensitivity(n, self.beta, self.lower, self.upper, self.cal.relation,
+                                                   self.cal.rows)
         if self.p is None:
             raise InternalError("a quantile without its p")
         p = float(self.p)
-        first, last = sens.window_ranks(n, p, self.k)
+        first, last = sens.window_ranks(n, p, self.k, self.cal.rows)
         window = datadep.window_values(stats.get(self.columns[0]), first, last)
         r = sens.rank(p, n)
         f = float(window[r - first]) if r <= n else self.upper
         s = sens.smooth_sensitivity_window(window, first, n, p, self.beta, self.lower, self.upper,
-                                           self.k, self.cal.model_relation(n))
+                                           self.k, self.cal.relation, self.cal.rows)
         return f, s
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
@@ -155,8 +163,10 @@ class _SmoothPrepared(datadep.QuantileSQL, Prepared):
         if self.stat == "mean":
             how = "S from n alone (count in DuckDB)"
         else:
-            how = (f"S = max_(k ≤ {self.k}) e^(-βk)·A(k) and tail (U − L)·e^(-β·{self.k + 1}) from the "
-                   f"order statistics of ranks r ± {self.k + 1} (DuckDB histogram pass, no sort)")
+            rows = self.cal.rows
+            unit = "" if rows == 1 else f", A(k) in units of {rows} rows = NRS A at (k + 1)·{rows} − 1 rows"
+            how = (f"S = max_(k ≤ {self.k}) e^(-βk)·A(k){unit} and tail (U − L)·e^(-β·{self.k + 1}) from the "
+                   f"order statistics of ranks r ± {(self.k + 1) * rows} (DuckDB histogram pass, no sort)")
         noise = (f"f(x) + (S/α)·Z, Z ∝ 1/(1 + |z|^{GAMMA:g}), pure ε-DP" if self.cauchy
                  else "f(x) + Laplace(S/α = 2S/ε)")
         return {
@@ -175,10 +185,13 @@ class SmoothSensitivity(Mechanism):
     Guarantee: (ε, δ)-DP with Laplace noise (β = ε/(2 ln(2/δ)), scale 2S/ε: NRS 2007's Laplace
     admissibility, α = ε/2), or pure ε-DP with the Cauchy-like density 1/(1 + z⁴) (α = ε/16,
     β = ε/4: NRS 2007's example with γ = 4, re-derived in the module docstring).
-    Neighbouring relation: both. Quantiles use the NRS order-statistic A(k), exact under
-    ``replace`` and an upper bound (hence still valid) under ``add_remove``; the mean uses
-    (U − L)/max(n − k, 2) (``add_remove``) or (U − L)/max(n − k, 1) (``replace``, also valid
-    when a value appears or disappears). Group privacy covers units of several rows.
+    Neighbouring relation: both, for a privacy unit of up to m = ``ctx.max_rows`` rows (under
+    ``replace`` the union relation: values may also become NULL or leave the filter). Quantiles
+    use A(k) = NRS's order-statistic bound at (k + 1)m − 1 rows (exact for rows under
+    ``replace``, an upper bound in general); the mean mW/max(n − km, m + 1) (``add_remove``) or
+    mW/max(n − km, m) (``replace``); both derived in :mod:`dpsql.privacy.sensitivity` and checked
+    by brute force over datasets of units. With GROUP BY and m > 1 (or ``replace`` with GROUP BY)
+    each group uses m = 1 and group privacy over the unit's row steps.
     """
 
     name = "smooth"

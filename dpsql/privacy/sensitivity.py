@@ -27,6 +27,65 @@ upper bound attained by the worst dataset of size ``n`` (SPEC 4.2's
 for ``n >= 2``); quantiles: ``LS`` exact, ``A(k >= 1)`` the NRS order-statistic
 formula (seed 003, slide 18), exact under replace, an upper bound under
 add_remove (exact there only for the minimum, p = 0).
+
+Privacy units of up to m rows (``max_rows = m``)
+------------------------------------------------
+
+A privacy unit (an id, or the policy's group of units) contributes up to m rows.
+The unit-level relations are
+
+* ``add_remove``: add or remove all rows of one unit (1 to m rows);
+* ``replace``: replace the rows of one unit by as many other rows (n public);
+* ``union``: replace the rows of one unit by 0 to m other rows. Its value may
+  also become NULL or leave (or enter) a WHERE filter, so this is what a
+  mechanism must protect under the policy's ``replace``: a change of value, an
+  addition or a removal, up to m of each. For m = 1 it is the union of the two
+  row-level relations.
+
+``LS``, ``A``, ``D`` and ``S`` are then taken with unit neighbours and unit
+distance. The functions below take ``max_rows = m`` (default 1, the row-level
+quantities above, unchanged) and return upper bounds ``Â`` with
+``Â(x, k) <= Â(x', k + 1)`` for unit neighbours, so ``D`` stays 1-sensitive and
+``S`` beta-smooth in unit steps (NRS 2007, Def. 2.1 and Lemma 2.3, applied to
+the unit relation; Dwork and Lei 2009 for PTR). They only read the values (the
+partition into units is not known), so they hold for every partition.
+
+Quantiles (the NRS form at k·m rows). Let ``P_s(x) = max{x_j - x_i : i <= r <= j,
+j - i <= s}`` over the padded order statistics, so NRS's row-level bound is
+``A(k) = P_{k+1}``. (a) One row step (a change, an addition or a removal)
+shifts every rank-aligned order statistic by at most one place: for the new
+rank r' = rank(p, n +- 1) and every t, ``x'_{r'+t}`` lies in
+``[x_{r+t-1}, x_{r+t+1}]`` (``rank(p, n+1) - rank(p, n)`` is 0 or 1). So m steps
+move the quantile within ``[x_{r-m}, x_{r+m}]`` and ``LS_unit(x) <= P_m(x)``.
+(b) One row step gives ``P_s(x) <= P_{s+1}(x')``: after a removal or a value
+moving up, ``x'_j >= x_j`` and ``x'_{i-1} <= x_i``, so the pair (i - 1, j) of x'
+brackets r' in {r - 1, r}; after an addition or a value moving down,
+``x'_{j+1} >= x_j`` and ``x'_i <= x_i``, and (i, j + 1) brackets r' in
+{r, r + 1}. Either pair is one rank wider and spans at least x_j - x_i. A unit
+step is at most m row steps, hence
+``Â_unit(x, k) = P_{(k+1)m}(x)``, i.e. NRS's ``A`` at ``(k+1)m - 1`` rows, bounds
+``A`` under all three relations, and ``P_{(k+1)m}(x) <= P_{(k+2)m}(x')`` gives
+the neighbour condition. PTR's distance in units is the row pair-form distance
+divided by m, rounded down: ``min{k : P_{(k+1)m} > b} = floor(D_pair / m)``
+with ``D_pair = min{j - i - 1 : i <= r <= j, x_j - x_i > b}``.
+
+The mean, from n alone (W = U - L). Removing j rows R from n' rows, the rest K,
+moves the mean by ``j |mu_K - mu_R| / n' <= jW/n'`` (to the midpoint, at most
+W/2, when j = n'); adding j rows moves it by at most ``jW/(n' + j)``. Over
+datasets of size n', the largest unit-level LS is therefore at most
+``mW/max(n', m + 1)`` under ``add_remove`` (``mW/n'`` for n' > m, attained by
+removing m rows at L from rows at U; at most ``mW/(m + 1)`` otherwise, attained
+at n' = 1 and n' = m + 1), and, under ``union`` (remove j <= m, add j' <= m:
+the two moves add to at most ``W max(j/n', j'/(n' - j + j'))``), at most
+``W min(1, m/n')`` (W for n' = 0). Both are nonincreasing in n', and within k
+units of x every dataset has at least ``n - km`` rows, so
+
+* ``add_remove``: ``Â(k) = mW/max(n - km, m + 1)`` (for m = 1, ``W/max(n - k, 2)``);
+* ``union``: ``Â(k) = mW/max(n - km, m)`` (for m = 1, ``W/max(n - k, 1)``);
+* ``replace``: n is fixed and j rows change: ``Â(k) = W min(m, n)/n`` (0 for n = 0).
+
+The brute force over datasets of units (:mod:`dpsql.admin.bruteforce`) checks
+each bound for m = 1, 2, 3 under the three relations in ``tests/test_sensitivity.py``.
 """
 
 from __future__ import annotations
@@ -44,6 +103,10 @@ FloatArray = npt.NDArray[np.float64]
 ADD_REMOVE: Final = "add_remove"
 REPLACE: Final = "replace"
 RELATIONS: Final = (ADD_REMOVE, REPLACE)
+#: A unit's rows replaced by 0 to m rows (see "Privacy units" in the module doc).
+UNION: Final = "union"
+#: Relations of the mean and quantile bounds that take ``max_rows``.
+UNIT_RELATIONS: Final = (ADD_REMOVE, REPLACE, UNION)
 #: Statistics with analytic sensitivities here ("percentile" takes p in [0, 100]).
 ANALYTIC_STATISTICS: Final = ("count", "sum", "mean", "median", "quantile", "percentile")
 #: Statistics :func:`statistic` (and so the brute force) can evaluate.
@@ -59,9 +122,14 @@ def _require(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
-def _check_relation(relation: str) -> str:
-    _require(relation in RELATIONS, f"relation must be one of {RELATIONS}, got {relation!r}")
+def _check_relation(relation: str, allowed: tuple[str, ...] = RELATIONS) -> str:
+    _require(relation in allowed, f"relation must be one of {allowed}, got {relation!r}")
     return relation
+
+
+def _check_rows(max_rows: int) -> int:
+    _require(int(max_rows) == max_rows and max_rows >= 1, f"max_rows must be an integer >= 1, got {max_rows}")
+    return int(max_rows)
 
 
 def _check_bounds(lower: float, upper: float) -> tuple[float, float]:
@@ -164,9 +232,11 @@ class _Model:
         return self.ls0 if k == 0 else self.tail(k)
 
     def smooth(self, beta: float, k_max: int | None) -> float:
-        """Exact max_k e^{-beta k} A(k): log A(k) - beta k is convex on [1, sat] for the
-        closed forms here (constant, or -log(n - k) - beta k), so k in {0, 1, sat}."""
-        return max(math.exp(-beta * k) * self.a(k) for k in {0, min(1, self.sat), self.sat})
+        """Exact max_k e^{-beta k} A(k): log A(k) - beta k is convex on [1, sat - 1] for the
+        closed forms here (constant, or -log(n - km) - beta k), and A(sat) may be cut off by
+        the floor of the denominator, so k in {0, 1, sat - 1, sat}."""
+        ks = {0, min(1, self.sat), max(self.sat - 1, 0), self.sat}
+        return max(math.exp(-beta * k) * self.a(k) for k in ks)
 
 
 def _const(ls: float, top: float) -> _Model:
@@ -177,20 +247,39 @@ def _mean_add_remove(n: int, width: float, ls: float) -> _Model:
     return _Model(ls, lambda k: width / max(n - k, 2), max(n - 2, 1))
 
 
+def _mean_units(n: int, width: float, relation: str, m: int) -> _Model:
+    """The mean from n alone for units of up to m rows (module doc, "Privacy units")."""
+    if relation == REPLACE:
+        top = width * min(m, n) / n if n else 0.0
+        return _const(top, top)
+    floor = m + 1 if relation == ADD_REMOVE else m
+
+    def a(k: int) -> float:
+        return m * width / max(n - k * m, floor)
+
+    sat = max(0, -(-(n - floor) // m))  # least k with n - km <= floor: A is constant from there
+    return _Model(a(0), a, sat)
+
+
 class _OrderStats(_Model):
     """Quantile p of sorted data given as a window of order statistics.
 
     ``window`` holds ``x_start, ..., x_{start+len-1}`` of ``n`` sorted values.
     ``A(k >= 1) = max_{0<=t<=k+1} x_{r+t} - x_{r+t-k-1}`` (NRS 2007) and
-    ``A(k) = W`` for ``k >= n``.
+    ``A(k) = W`` for ``k >= n``. For units of ``m`` rows, or under ``union``,
+    ``A(k) = P_{(k+1)m}``, the NRS value at ``(k+1)m - 1`` rows (module doc).
     """
 
     def __init__(self, window: FloatArray, start: int, n: int, p: float,
-                 lower: float, upper: float, relation: str) -> None:
+                 lower: float, upper: float, relation: str, m: int = 1) -> None:
         self.window, self.start, self.n, self.p = window, start, n, p
-        self.lower, self.upper, self.relation = lower, upper, relation
+        self.lower, self.upper, self.relation, self.m = lower, upper, relation, m
         self.r = rank(p, n)
-        if relation == REPLACE and n == 0:  # no neighbours at all
+        self.isolated = m == 1 and relation == REPLACE and n == 0  # no neighbours at all
+        if m > 1 or relation == UNION:
+            # A(k) = P_{(k+1)m}; it is W once (k+1)m > n, from k = ceil((n+1)/m) - 1 on
+            super().__init__(self.nrs(m - 1), lambda k: self.nrs((k + 1) * m - 1), -(-(n + 1) // m) - 1)
+        elif self.isolated:
             super().__init__(0.0, lambda k: 0.0, 0)
         else:
             super().__init__(self.local(), self.nrs, n)
@@ -226,19 +315,21 @@ class _OrderStats(_Model):
         return float(np.max(v[k + 1:] - v[: k + 2]))
 
     def profile(self, k_max: int) -> FloatArray:
-        """A(0), ..., A(k_max), vectorised in O(k_max^2) on 2*k_max + 3 order statistics."""
+        """A(0), ..., A(k_max), vectorised in O(m k_max^2) on 2(k_max + 1)m + 1 order statistics:
+        A(k) = P_{(k+1)m} = max_{0<=t<=(k+1)m} x_{r+t} - x_{r+t-(k+1)m}, A(0) as the model says."""
         out = np.zeros(k_max + 1)
-        if self.relation == REPLACE and self.n == 0:
+        if self.isolated:
             return out
-        v = self.span(self.r - k_max - 1, self.r + k_max + 1)
-        right, left = v[k_max + 1:], v[k_max + 1:: -1]  # right[t] = x_{r+t}, left[a] = x_{r-a}
-        t = np.arange(k_max + 2)[None, :]
-        step = max(1, _BLOCK // (k_max + 2))
+        top = (k_max + 1) * self.m
+        v = self.span(self.r - top, self.r + top)
+        right, left = v[top:], v[top:: -1]  # right[t] = x_{r+t}, left[a] = x_{r-a}
+        t = np.arange(top + 1)[None, :]
+        step = max(1, _BLOCK // (top + 1))
         for s in range(0, k_max + 1, step):
-            kk = np.arange(s, min(s + step, k_max + 1))[:, None]
-            a = kk + 1 - t
+            width = (np.arange(s, min(s + step, k_max + 1))[:, None] + 1) * self.m
+            a = width - t
             diffs = np.where(a >= 0, right[t] - left[np.maximum(a, 0)], -np.inf)
-            out[s: s + kk.shape[0]] = diffs.max(axis=1)
+            out[s: s + width.shape[0]] = diffs.max(axis=1)
         out[0] = self.ls0
         return out
 
@@ -248,26 +339,32 @@ class _OrderStats(_Model):
             k = min(k_max, self.sat)
             best = float(np.max(np.exp(-beta * np.arange(k + 1)) * self.profile(k)))
             return best if k_max >= self.sat else max(best, width * math.exp(-beta * (k + 1)))
-        k = min(self.n, 63)
+        k = min(self.sat, 63)
         while True:  # exact: stop once the tail bound W e^{-beta(k+1)} cannot win
             best = float(np.max(np.exp(-beta * np.arange(k + 1)) * self.profile(k)))
-            if k >= self.n or width * math.exp(-beta * (k + 1)) <= best:
+            if k >= self.sat or width * math.exp(-beta * (k + 1)) <= best:
                 return best
-            k = min(2 * k + 1, self.n)
+            k = min(2 * k + 1, self.sat)
 
 
 def _model(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float, relation: str,
-           p: float | None) -> _Model:
+           p: float | None, max_rows: int = 1) -> _Model:
     s, q = canonical_statistic(stat, p)
     _require(s in ("count", "sum", "mean", "quantile"),
              f"no analytic sensitivity for {stat!r} (dpsql.admin.bruteforce has one)")
-    rel = _check_relation(relation)
+    m = _check_rows(max_rows)
+    units = m > 1 or relation == UNION
+    _require(not units or s in ("mean", "quantile"),
+             f"unit-level bounds are for the mean and quantiles; for {stat!r} see global_sensitivity")
+    rel = _check_relation(relation, UNIT_RELATIONS if units else RELATIONS)
     lo, hi = _check_bounds(lower, upper)
     x = _data(x_sorted, lo, hi)
     n, width = x.size, hi - lo
     if s == "quantile":
         assert q is not None
-        return _OrderStats(x, 1, n, q, lo, hi, rel)
+        return _OrderStats(x, 1, n, q, lo, hi, rel, m)
+    if units:  # the mean from n alone
+        return _mean_units(n, width, rel, m)
     if s == "count":
         return _const(1.0, 1.0) if rel == ADD_REMOVE else _const(0.0, 0.0)
     if rel == REPLACE and n == 0:
@@ -347,7 +444,7 @@ def local_sensitivity(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: f
 
 def local_sensitivity_at_distance(stat: str, x_sorted: npt.ArrayLike, k: int, lower: float,
                                   upper: float, relation: str = ADD_REMOVE,
-                                  p: float | None = None) -> float:
+                                  p: float | None = None, max_rows: int = 1) -> float:
     """``A(f, x, k)``, exact or an upper bound as listed in the module doc.
 
     quantile (NRS 2007): ``max_{0<=t<=k+1} x_{r+t} - x_{r+t-k-1}`` for ``k >= 1``,
@@ -355,72 +452,89 @@ def local_sensitivity_at_distance(stat: str, x_sorted: npt.ArrayLike, k: int, lo
     ``W / max(n-k, 2)`` for ``k >= 1`` (``W/max(m, 2)`` is the largest ``LS`` of any
     dataset of size ``m``; seed 000's ``U/(n+1)`` is too small). mean, replace:
     ``W/n``. sum, replace: ``W``; count and sum under add_remove are constant.
+
+    With ``max_rows = m > 1`` or ``relation = "union"`` (mean and quantiles only): the
+    unit-level bound of the module doc, at distance k in units: quantile ``P_{(k+1)m}``;
+    mean from n alone, ``mW/max(n-km, m+1)`` (add_remove), ``mW/max(n-km, m)`` (union),
+    ``W min(m, n)/n`` (replace).
     """
-    return _model(stat, x_sorted, lower, upper, relation, p).a(int(_check_k(k, "k") or 0))
+    model = _model(stat, x_sorted, lower, upper, relation, p, max_rows)
+    return model.a(int(_check_k(k, "k") or 0))
 
 
 def distance_to_instability(stat: str, x_sorted: npt.ArrayLike, b: float, lower: float,
                             upper: float, relation: str = ADD_REMOVE, p: float | None = None,
-                            k_max: int | None = None) -> int:
+                            k_max: int | None = None, max_rows: int = 1) -> int:
     """``D(f, x, b) = min{k : A(f, x, k) > b}`` with the ``A`` of this module.
 
     Returns :data:`MAX_DISTANCE` when ``A`` never exceeds ``b`` (e.g. ``b >= U-L``
     for quantiles). With ``k_max`` the search stops there and the result is
     ``min(D, k_max + 1)``, still a 1-sensitive lower bound on the true D. For
     quantiles under replace it equals the pair form ``min{j - i - 1 : i <= r <= j,
-    x_j - x_i > b}`` of SPEC 4.2; under add_remove it is at least that.
+    x_j - x_i > b}`` of SPEC 4.2; under add_remove it is at least that. With
+    ``max_rows = m > 1`` or under union it is the distance in units, the pair form
+    divided by m and rounded down.
     """
-    return _distance(_model(stat, x_sorted, lower, upper, relation, p), b, _check_k(k_max))
+    model = _model(stat, x_sorted, lower, upper, relation, p, max_rows)
+    return _distance(model, b, _check_k(k_max))
 
 
 def smooth_sensitivity(stat: str, x_sorted: npt.ArrayLike, beta: float, lower: float,
                        upper: float, relation: str = ADD_REMOVE, p: float | None = None,
-                       k_max: int | None = None) -> float:
+                       k_max: int | None = None, max_rows: int = 1) -> float:
     """``S_beta(x) = max_k exp(-beta k) A(x, k)``, a beta-smooth upper bound on ``LS``.
 
     Exact smooth sensitivity where ``A`` is exact (count, sum; mean and
     quantiles under replace), an upper bound otherwise. For quantiles ``k_max = K`` gives the
     truncation of SPEC 4.2, ``max(max_{k<=K} e^{-beta k} A(k), (U-L) e^{-beta(K+1)})``,
     also beta-smooth; ``None`` computes the exact maximum. Other statistics
-    use closed forms and ignore ``k_max``.
+    use closed forms and ignore ``k_max``. ``max_rows`` and ``union``: the unit-level
+    ``A`` of :func:`local_sensitivity_at_distance`, so ``S`` is beta-smooth in unit steps.
     """
-    model = _model(stat, x_sorted, lower, upper, relation, p)
+    model = _model(stat, x_sorted, lower, upper, relation, p, max_rows)
     return model.smooth(_check_beta(beta), _check_k(k_max))
 
 
-def _mean_n_model(n: int, lower: float, upper: float, relation: str) -> _Model:
+def _mean_n_model(n: int, lower: float, upper: float, relation: str, max_rows: int = 1) -> _Model:
     lo, hi = _check_bounds(lower, upper)
     _require(int(n) == n and n >= 0, f"n must be an integer >= 0, got {n}")
+    m = _check_rows(max_rows)
+    if m > 1 or relation == UNION:
+        return _mean_units(int(n), hi - lo, _check_relation(relation, UNIT_RELATIONS), m)
     if _check_relation(relation) == REPLACE:
         return _const((hi - lo) / n, (hi - lo) / n) if n >= 1 else _const(0.0, 0.0)
     return _mean_add_remove(int(n), hi - lo, (hi - lo) / max(n, 2))
 
 
 def mean_sensitivity_bound(n: int, lower: float, upper: float, relation: str = ADD_REMOVE,
-                           k: int = 0) -> float:
+                           k: int = 0, max_rows: int = 1) -> float:
     """Largest ``A(x, k)`` of the mean over datasets of size ``n``, from ``n`` alone:
-    ``W/max(n-k, 2)`` (add_remove) or ``W/n`` (replace, 0 for ``n = 0``)."""
-    return _mean_n_model(n, lower, upper, relation).a(_check_k(k, "k") or 0)
+    ``W/max(n-k, 2)`` (add_remove) or ``W/n`` (replace, 0 for ``n = 0``). Units of up to
+    ``m = max_rows`` rows, k units away (module doc): ``mW/max(n-km, m+1)`` (add_remove),
+    ``mW/max(n-km, m)`` (union), ``W min(m, n)/n`` (replace)."""
+    return _mean_n_model(n, lower, upper, relation, max_rows).a(_check_k(k, "k") or 0)
 
 
 def mean_distance(n: int, b: float, lower: float, upper: float,
-                  relation: str = ADD_REMOVE) -> int:
+                  relation: str = ADD_REMOVE, max_rows: int = 1) -> int:
     """PTR distance of the mean from ``n`` alone: ``min{k : mean_sensitivity_bound(n, k) > b}``.
 
     add_remove: ``max(0, floor(n - W/b) + 1)`` when ``b < W/2`` (up to float
     rounding at the boundary), else :data:`MAX_DISTANCE`. replace: 0 if
     ``W/n > b`` else :data:`MAX_DISTANCE`. It is at most
     ``distance_to_instability("mean", x, b, ...)`` for every ``x`` of size n.
+    With ``max_rows`` or union: in units, with the bounds of :func:`mean_sensitivity_bound`.
     """
-    return _distance(_mean_n_model(n, lower, upper, relation), b, None)
+    return _distance(_mean_n_model(n, lower, upper, relation, max_rows), b, None)
 
 
 def mean_smooth_sensitivity(n: int, beta: float, lower: float, upper: float,
-                            relation: str = ADD_REMOVE) -> float:
+                            relation: str = ADD_REMOVE, max_rows: int = 1) -> float:
     """``max_k e^{-beta k} mean_sensitivity_bound(n, k)``: smooth sensitivity of the mean
     from ``n`` alone. add_remove: ``max(W/max(n, 2), e^{-beta max(n-2, 0)} W/2)``;
-    replace: ``W/n``."""
-    return _mean_n_model(n, lower, upper, relation).smooth(_check_beta(beta), None)
+    replace: ``W/n``. With ``max_rows`` or union the maximum is at k = 0 or at the last
+    one or two k before the bound stops changing (log-convex until then)."""
+    return _mean_n_model(n, lower, upper, relation, max_rows).smooth(_check_beta(beta), None)
 
 
 def truncation_k(beta: float, lower: float, upper: float, tol: float) -> int:
@@ -434,42 +548,46 @@ def truncation_k(beta: float, lower: float, upper: float, tol: float) -> int:
     return k
 
 
-def window_ranks(n: int, p: float, k_max: int) -> tuple[int, int]:
+def window_ranks(n: int, p: float, k_max: int, max_rows: int = 1) -> tuple[int, int]:
     """First and last 1-based ranks of the order statistics that the window functions
     need for quantile ``p`` of ``n`` values truncated at ``k_max``: those of
-    ``[r - k_max - 1, r + k_max + 1]`` inside ``[1, n]`` (empty if ``first > last``)."""
-    r = rank(p, n)
-    return max(1, r - k_max - 1), min(n, r + k_max + 1)
+    ``[r - (k_max + 1)m, r + (k_max + 1)m]`` (m = ``max_rows``) inside ``[1, n]``
+    (empty if ``first > last``)."""
+    r, reach = rank(p, n), (_check_k(k_max) or 0) + 1
+    reach *= _check_rows(max_rows)
+    return max(1, r - reach), min(n, r + reach)
 
 
 def _window_model(window: npt.ArrayLike, start: int, n: int, p: float, lower: float,
-                  upper: float, relation: str) -> _OrderStats:
+                  upper: float, relation: str, max_rows: int) -> _OrderStats:
     lo, hi = _check_bounds(lower, upper)
     _require(n >= 0 and start >= 1, f"need n >= 0 and start >= 1, got n={n}, start={start}")
     _, q = canonical_statistic("quantile", p)
     assert q is not None
+    m = _check_rows(max_rows)
+    allowed = UNIT_RELATIONS if m > 1 or relation == UNION else RELATIONS
     return _OrderStats(_data(window, lo, hi), int(start), int(n), q, lo, hi,
-                       _check_relation(relation))
+                       _check_relation(relation, allowed), m)
 
 
 def smooth_sensitivity_window(window: npt.ArrayLike, start: int, n: int, p: float, beta: float,
                               lower: float, upper: float, k_max: int,
-                              relation: str = ADD_REMOVE) -> float:
+                              relation: str = ADD_REMOVE, max_rows: int = 1) -> float:
     """Truncated smooth sensitivity of quantile ``p`` from a window of order statistics.
 
     ``window`` holds ``x_start, ..., x_{start+len-1}`` (sorted, clipped) of ``n``
-    values and must cover :func:`window_ranks` ``(n, p, k_max)``. Equals
-    ``smooth_sensitivity("quantile", x, beta, ..., k_max=k_max)``; costs
-    ``O(k_max^2)`` vectorised work, independent of ``n``.
+    values and must cover :func:`window_ranks` ``(n, p, k_max, max_rows)``. Equals
+    ``smooth_sensitivity("quantile", x, beta, ..., k_max=k_max, max_rows=max_rows)``;
+    costs ``O(m k_max^2)`` vectorised work, independent of ``n``.
     """
-    return _window_model(window, start, n, p, lower, upper, relation).smooth(
+    return _window_model(window, start, n, p, lower, upper, relation, max_rows).smooth(
         _check_beta(beta), _check_k(k_max) or 0)
 
 
 def distance_to_instability_window(window: npt.ArrayLike, start: int, n: int, p: float, b: float,
                                    lower: float, upper: float, k_max: int,
-                                   relation: str = ADD_REMOVE) -> int:
+                                   relation: str = ADD_REMOVE, max_rows: int = 1) -> int:
     """``min(D(x, b), k_max + 1)`` for quantile ``p`` from a window covering
-    :func:`window_ranks` ``(n, p, k_max)``; see :func:`distance_to_instability`."""
-    model = _window_model(window, start, n, p, lower, upper, relation)
+    :func:`window_ranks` ``(n, p, k_max, max_rows)``; see :func:`distance_to_instability`."""
+    model = _window_model(window, start, n, p, lower, upper, relation, max_rows)
     return _distance(model, b, _check_k(k_max) or 0)

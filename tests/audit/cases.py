@@ -21,6 +21,7 @@ VARCHAR column ``g``.
 from __future__ import annotations
 
 import math
+import re
 import typing as t
 
 from dpsql.admin import bruteforce
@@ -265,4 +266,195 @@ CONTROLS += [
     AuditCase("smooth median with noise scaled down by 3",
               _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH}", D2, D2_UP, policy()),
               mechanism="smooth", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+]
+
+
+# --- privacy units of several rows (an id column, max_rows_per_unit = m) ---------------------
+# Neighbours differ by ALL rows of one unit: x' adds or removes a whole unit (add_remove), or
+# replaces its rows (replace: they may also become NULL or leave the WHERE filter). Every unit
+# here holds at most m rows, so the rewrite's truncation to m rows per unit keeps them all; the
+# cases further down audit what happens when a unit holds more.
+PX = "pid INTEGER, x DOUBLE"
+
+
+def unit_policy(m: int, neighbouring: str = "add_remove", lower: float = 0.0, upper: float = 100.0,
+                keys: list[str] | None = None) -> dict:
+    """Table ``t`` with privacy unit ``pid`` and at most ``m`` rows per unit."""
+    return policy(neighbouring, lower, upper, keys, unit="pid", m=m)
+
+
+def unit_rows(*units: t.Sequence[float | None], first: int = 1) -> list[tuple]:
+    """Rows (pid, x): the i-th sequence of values is the unit with pid ``first + i``."""
+    return [(first + i, v) for i, values in enumerate(units) for v in values]
+
+
+def _additive_units(kind: str, opts: str) -> None:
+    w = f"WITH (mechanism = '{kind}', {opts})"
+    specs = [
+        ("count(*), a unit of 3 rows added (m = 3)", f"SELECT DP_COUNT(*) FROM t {w}",
+         unit_rows([50]), unit_rows([50], [0, 0, 0]), unit_policy(3)),
+        ("mean, a unit of 3 rows at U added to 2 rows at L (m = 3)", f"SELECT DP_MEAN(x) FROM t {w}",
+         unit_rows([0], [0]), unit_rows([0], [0], [100, 100, 100]), unit_policy(3)),
+        ("sum, replace, a unit's 2 rows move from L to U (m = 2)", f"SELECT DP_SUM(x, -50, 100) FROM t {w}",
+         unit_rows([-50, -50], [0]), unit_rows([100, 100], [0]), unit_policy(2, "replace")),
+        ("count with WHERE, replace, a unit's 2 rows leave the filter (m = 2)",
+         f"SELECT DP_COUNT(*) FROM t WHERE x > 50 {w}",
+         unit_rows([100, 100], [0]), unit_rows([0, 0], [0]), unit_policy(2, "replace")),
+    ]
+    for name, sql, x, y, pol in specs:
+        CASES.append(AuditCase(f"{kind} {name}", _q(sql, x, y, pol, schema=PX), mechanism=kind))
+
+
+_additive_units("laplace", "epsilon = 1")
+_additive_units("gaussian", "epsilon = 1, delta = 1e-4")
+
+_EXP = "WITH (mechanism = 'exponential', epsilon = 1)"
+# Values inside (L, U): the draw picks an interval between consecutive values, so data at L and
+# U only would leave a single interval and nothing to tell apart.
+SPREAD = [[10], [20], [30], [40], [50]]
+CASES += [
+    # a unit of m rows at one end moves the median's rank by m/2: Δu = m·½
+    AuditCase("exponential median, a unit of 2 rows near U added (m = 2)",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_EXP}", unit_rows(*SPREAD), unit_rows(*SPREAD, [90, 90]),
+                 unit_policy(2), schema=PX), mechanism="exponential"),
+    AuditCase("exponential median, replace, a unit's 2 rows move from near L to near U (m = 2)",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_EXP}", unit_rows([5, 5], *SPREAD), unit_rows([90, 90], *SPREAD),
+                 unit_policy(2, "replace"), schema=PX), mechanism="exponential"),
+    # p = 0 with ε' = ε/Δu: under replace a unit's rows move in opposite directions
+    AuditCase("exponential min, replace, a unit's rows move apart, one down near L (m = 2)",
+              _q(f"SELECT DP_MIN(x) FROM t {_EXP}", unit_rows([50, 50], [60], [70]),
+                 unit_rows([10, 95], [60], [70]), unit_policy(2, "replace"), schema=PX),
+              mechanism="exponential"),
+]
+
+_PTR_U = "WITH (mechanism = 'ptr', bound = {b}, epsilon = 1, delta = 1e-3)"
+CASES += [
+    # j = 13; D in units is the pair-form distance // 2: 53 rows at 50 give D = 13, a unit of
+    # two rows at L brings it to 12 (the ⊥ event at the threshold)
+    AuditCase("ptr median, unit D = 13 vs 12 at the threshold (⊥ event), a unit of 2 rows at L (m = 2)",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_PTR_U.format(b=10)}", unit_rows(*[[50, 50]] * 26, [50]),
+                 unit_rows(*[[50, 50]] * 26, [50], [0, 0]), unit_policy(2), schema=PX), mechanism="ptr"),
+    # the median moves by b = 1 when a unit of two rows at U arrives; D = 19 on both sides
+    AuditCase("ptr median moves by b, a unit of 2 rows at U, test passes on both sides (m = 2)",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_PTR_U.format(b=1)}", unit_rows(*[[19, 19]] * 20, *[[20, 20]] * 20),
+                 unit_rows(*[[19, 19]] * 20, *[[20, 20]] * 20, [100, 100]), unit_policy(2), schema=PX),
+              mechanism="ptr"),
+    # mean from n: least k with 2·100/max(n − 2k, 3) > 5 is 12 at n = 63 and 13 at n = 65
+    AuditCase("ptr mean, unit D = 12 vs 13 from n (⊥ event), a unit of 2 rows at U (m = 2)",
+              _q(f"SELECT DP_MEAN(x) FROM t {_PTR_U.format(b=5)}", unit_rows(*[[50, 50]] * 31, [50]),
+                 unit_rows(*[[50, 50]] * 31, [50], [100, 100]), unit_policy(2), schema=PX), mechanism="ptr"),
+    AuditCase("ptr mean, replace, a unit's 2 rows move from L to U (m = 2)",
+              _q(f"SELECT DP_MEAN(x) FROM t {_PTR_U.format(b=5)}", unit_rows(*[[0, 0]] * 40),
+                 unit_rows([100, 100], *[[0, 0]] * 39), unit_policy(2, "replace"), schema=PX), mechanism="ptr"),
+]
+
+_SMOOTH_U = "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-3)"
+_CAUCHY_U = "WITH (mechanism = 'smooth', epsilon = 1, noise = 'cauchy')"
+# seed 003's d2 = {0×5, Λ×5} in units of one row, and d2 plus a unit of two rows at U: the median
+# jumps from 0 to U
+D2_UNITS = unit_rows(*[[0]] * 5, *[[100]] * 5)
+D2_UNITS_UP = unit_rows(*[[0]] * 5, *[[100]] * 5, [100, 100])
+CASES += [
+    AuditCase("smooth median, Laplace noise, d2 vs d2 plus a unit of 2 rows at U (m = 2)",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH_U}", D2_UNITS, D2_UNITS_UP, unit_policy(2), schema=PX),
+              mechanism="smooth"),
+    AuditCase("smooth median, Cauchy-like noise, d2 vs d2 plus a unit of 2 rows at U (m = 2)",
+              _q(f"SELECT DP_MEDIAN(x) FROM t {_CAUCHY_U}", D2_UNITS, D2_UNITS_UP, unit_policy(2), schema=PX),
+              mechanism="smooth", trials=4_000, thorough_trials=30_000),
+    AuditCase("smooth mean, Laplace noise, replace, a unit's 2 rows move from L to U (m = 2)",
+              _q(f"SELECT DP_MEAN(x) FROM t {_SMOOTH_U}", unit_rows([0, 0], [0]), unit_rows([100, 100], [0]),
+                 unit_policy(2, "replace"), schema=PX), mechanism="smooth"),
+    AuditCase("smooth quantile 0.25, Cauchy-like noise, replace, a unit's 2 rows become NULL (m = 2)",
+              _q(f"SELECT DP_QUANTILE(x, 0.25) FROM t {_CAUCHY_U}", unit_rows([10, 20], [30], [40]),
+                 unit_rows([None, None], [30], [40]), unit_policy(2, "replace"), schema=PX),
+              mechanism="smooth", trials=4_000, thorough_trials=30_000),
+]
+
+
+def _other_chunk(pid: int, chunks: int) -> int:
+    """An id whose rows fall into another of the ``chunks`` chunks than ``pid``'s (DuckDB's hash)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        home = con.execute(f"SELECT HASH({pid}::INTEGER) % {chunks}").fetchone()[0]
+        return next(v for v in range(pid + 1, pid + 100)
+                    if con.execute(f"SELECT HASH({v}::INTEGER) % {chunks}").fetchone()[0] != home)
+    finally:
+        con.close()
+
+
+def _saa_replace_pair() -> Pair:
+    """Replace: unit 1's rows (at L) give way to another id's rows at U, in another chunk."""
+    other = _other_chunk(1, 4)
+    rest = [(v, x) for v, x in unit_rows(*[[x] for x in range(2, 9)], first=200)]
+    return query_pair("SELECT DP_AGG(avg(x), 0, 100) FROM t WITH (mechanism = 'saa', chunks = 4, epsilon = 1)",
+                      [(1, 0.0), (1, 0.0), *rest], [(other, 100.0), (other, 100.0), *rest],
+                      unit_policy(2, "replace"), schema=PX)
+
+
+CASES += [
+    AuditCase("saa avg over 4 chunks, a unit of 3 rows at U added (m = 3)",
+              _q("SELECT DP_AGG(avg(x), 0, 100) FROM t WITH (mechanism = 'saa', chunks = 4, epsilon = 1)",
+                 unit_rows(*[[x] for x in range(8)]), unit_rows(*[[x] for x in range(8)], [100, 100, 100]),
+                 unit_policy(3), schema=PX), mechanism="saa"),
+    AuditCase("saa avg over 4 chunks, replace, a unit's 2 rows give way to another id's at U (m = 2)",
+              _saa_replace_pair, mechanism="saa"),
+    # with GROUP BY a unit's rows can fall into two groups: one chunk changes in each
+    AuditCase("saa avg grouped, a unit's 2 rows at U in two groups (m = 2)",
+              _q("SELECT g, DP_AGG(avg(x), 0, 100) FROM t GROUP BY g WITH (mechanism = 'saa', chunks = 4, epsilon = 1)",
+                 [(i, float(i), "a" if i % 2 else "b") for i in range(1, 9)],
+                 [(i, float(i), "a" if i % 2 else "b") for i in range(1, 9)] + [(9, 100.0, "a"), (9, 100.0, "b")],
+                 unit_policy(2, keys=["a", "b"]), schema=f"{PX}, g VARCHAR", pick=values_of_keys(["a", "b"])),
+              mechanism="saa", trials=4_000, thorough_trials=30_000),
+]
+
+
+# --- a unit holding MORE than m rows: truncation is what keeps the promise -------------------
+# x' adds a unit of 6 (8) rows while the policy says m = 2. With the rewrite's truncation to m
+# rows per unit the release is private; computed without it (the negative controls: the
+# statistics come from the SQL of a row-level policy that protects groups of m rows, so every
+# row of the unit is read while the noise is calibrated for m) the audit must catch it.
+BIG_UNIT_SUM = ("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", unit_rows([50]), unit_rows([50], [100] * 6))
+BIG_UNIT_MEDIAN = (f"SELECT DP_MEDIAN(x) FROM t {_EXP}", unit_rows(*SPREAD), unit_rows(*SPREAD, [90] * 8))
+
+
+def rows_policy_for(m: int) -> dict:
+    """Row-level privacy protecting groups of m rows: the same calibration as units of m rows
+    without any truncation (nothing bounds a unit's rows)."""
+    pol = policy()
+    pol["group_size"] = m
+    return pol
+
+
+def truncates(sql: str) -> bool:
+    """Whether statistics SQL truncates each unit's rows: ROW_NUMBER() over the unit ``__u``."""
+    return re.search(r"ROW_NUMBER\s*\(\s*\)\s*OVER\s*\([^)]*PARTITION\s+BY[^)]*__u\b", sql, re.I) is not None
+
+
+def _truncated(sql: str, x: list[tuple], y: list[tuple], m: int) -> t.Callable[[], Pair]:
+    def build() -> Pair:
+        pair = query_pair(sql, x, y, unit_policy(m), schema=PX)
+        if not truncates(pair.sql):
+            import pytest
+
+            pytest.skip("the rewritten SQL does not truncate units to max_rows_per_unit rows yet")
+        return pair
+
+    return build
+
+
+CASES += [
+    AuditCase("laplace sum, a unit of 6 rows at U, m = 2, truncated in SQL",
+              _truncated(*BIG_UNIT_SUM, 2), mechanism="laplace"),
+    AuditCase("exponential median, a unit of 8 rows at U, m = 2, truncated in SQL",
+              _truncated(*BIG_UNIT_MEDIAN, 2), mechanism="exponential"),
+]
+CONTROLS += [
+    AuditCase("laplace sum, a unit of 6 rows at U, m = 2, without truncation",
+              _q(*BIG_UNIT_SUM, unit_policy(2), schema=PX, statistics_policy=rows_policy_for(2)),
+              mechanism="laplace", expect="violation"),
+    AuditCase("exponential median, a unit of 8 rows at U, m = 2, without truncation",
+              _q(*BIG_UNIT_MEDIAN, unit_policy(2), schema=PX, statistics_policy=rows_policy_for(2)),
+              mechanism="exponential", expect="violation"),
 ]

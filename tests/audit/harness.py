@@ -167,6 +167,8 @@ class Pair:
     epsilon: float
     delta: float
     description: str = ""
+    #: the statistics SQL that ran on both inputs (for a dpsql query)
+    sql: str = ""
 
 
 @dataclass
@@ -242,12 +244,19 @@ def query_pair(
     *,
     schema: str = "x DOUBLE",
     pick: t.Callable[[Released], Output] = first_value,
+    statistics_policy: dict | None = None,
 ) -> Pair:
     """Audit pair for a dpsql query on table ``t`` holding rows ``x`` versus rows ``y``.
 
     The query is parsed, bound, planned and rewritten once (all data-independent); the
     rewritten SQL runs once on each table; each draw releases those exact statistics with
     fresh noise. The claimed (ε, δ) is the plan's cost in (ε, δ) terms.
+
+    ``statistics_policy`` (negative controls): the exact statistics come from the SQL that the
+    same query gets under this other policy, while the plan, the noise and the claimed cost are
+    ``policy``'s. A row-level policy with ``group_size`` m, for instance, gives SQL that reads
+    every row of a unit (no truncation) with the same data-dependent constants as a unit policy
+    with ``max_rows_per_unit`` m. Both rewrites must name the same statistics columns.
     """
     pol = load_policy(policy)
     engines = []
@@ -260,12 +269,19 @@ def query_pair(
     prepared = prepare(sql, pol, engines[0])
     p, rw = prepared.plan, prepared.rewritten
     assert p is not None and rw is not None
+    stats_sql = prepared.sql
+    if statistics_policy is not None:
+        other = prepare(sql, load_policy(statistics_policy), engines[0])
+        assert other.rewritten is not None
+        if (other.rewritten.columns, other.rewritten.keys) != (rw.columns, rw.keys):
+            raise ValueError("the statistics policy's rewrite names other columns: the pair would not release")
+        stats_sql = other.sql
     for prep in p.prepared:  # the label is re-rendered from sqlglot on every release: freeze it
         agg = prep.agg
         agg.__class__ = type(type(agg).__name__, (type(agg),), {"label": agg.label})
     stats = []
     for engine in engines:
-        stats.append(engine.statistics(prepared.sql))
+        stats.append(engine.statistics(stats_sql))
         engine.close()
     cost = p.cost
     if cost.rho > 0:
@@ -280,6 +296,7 @@ def query_pair(
         epsilon=cost.epsilon,
         delta=cost.delta,
         description=f"{sql}  [x: {len(x)} rows, x': {len(y)} rows; mechanisms {', '.join(p.mechanisms)}]",
+        sql=stats_sql,
     )
 
 

@@ -68,3 +68,14 @@ def test_controls_and_cases_are_well_formed() -> None:
     assert all(c.expect == "pass" for c in CASES)
     assert all(c.expect == "violation" for c in CONTROLS)
     assert len(CONTROLS) >= 3
+
+
+def test_truncation_is_recognised_in_the_statistics_sql() -> None:
+    """The skip of the truncated cases reads the statistics SQL: ROW_NUMBER over the unit __u."""
+    from .cases import truncates
+
+    assert truncates("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY __u ORDER BY HASH(__u, __t)) AS __n "
+                     "FROM __t) WHERE __n <= 2")
+    assert truncates("row_number()  over (\n  partition by __k0, __u order by x) <= 5")
+    assert not truncates("SELECT ROW_NUMBER() OVER (ORDER BY x) FROM t")
+    assert not truncates("SELECT COUNT(*) FROM (SELECT HASH(__t) AS __u FROM t) GROUP BY __u")
