@@ -13,6 +13,12 @@ Shape (one scan of the private table; clipping in SQL)::
     SELECT ... FROM (VALUES <public keys>) AS __keys(__k0, ...)   -- public key domain only
       LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
 
+For a table whose privacy unit is an id column, ``__src`` is the truncated relation: the rows
+above with the unit ``__u`` and a hash of the whole row ``__h``, of which each unit keeps at most
+k rows (or r rows in each of at most g groups), chosen by window functions (:func:`truncate`).
+Everything after ``__src`` (the statistics and every mechanism's subquery) reads only the
+truncated rows. A row unit's ``__src`` is exactly as above.
+
 Only the columns the statistics need are projected, under reserved names, and every column of
 the table is read as ``__t."name"``: no name a user writes reaches the statement.
 ``x`` is the argument (numeric columns) or TRY_CAST(argument AS DOUBLE), so that no value can
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.engine.plan import Plan
+from dpsql.privacy.units import UnitBounds
 from dpsql.sql import build
 from dpsql.sql.build import BASE, KEYS, SRC, STATS
 from dpsql.sql.total import total
@@ -88,6 +95,33 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
+def truncate(rows: str, units: UnitBounds, keys: list[str]) -> str:
+    """The rows of ``rows`` (a SELECT with the unit ``__u``, the row hash ``__h`` and the group
+    keys) that an id unit may contribute under ``units`` (see :mod:`dpsql.privacy.units`).
+
+    Without max_groups_per_unit: per unit, the k rows of smallest row hash. With it: per unit,
+    the g groups of smallest HASH(unit, keys) (the keys themselves break ties, so g distinct
+    groups at most), and in each the r rows of smallest row hash. The row hash is of the whole
+    row of the base table: which rows survive depends on the unit's rows after the WHERE, not
+    on which columns the query reads. Ties (identical rows) are broken arbitrarily by
+    ROW_NUMBER: the rows are interchangeable, and never more than k survive.
+
+    The filters are written ``BETWEEN 1 AND k``: DuckDB rewrites ``ROW_NUMBER() ... <= k`` into
+    a per-unit top-k aggregate that is several times slower with millions of small units.
+    """
+    u, h = build.UNIT, build.ROW_HASH
+    keep = []
+    if units.max_groups is not None and keys:
+        assert units.max_rows_per_group is not None
+        part = ", ".join([u, *keys])
+        keep.append(f"ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY {h}) BETWEEN 1 AND {int(units.max_rows_per_group)}")
+        keep.append(f"DENSE_RANK() OVER (PARTITION BY {u} ORDER BY HASH({part}), {', '.join(keys)}) "
+                    f"BETWEEN 1 AND {int(units.max_groups)}")
+    else:
+        keep.append(f"ROW_NUMBER() OVER (PARTITION BY {u} ORDER BY {h}) BETWEEN 1 AND {int(units.max_rows)}")
+    return f"SELECT * EXCLUDE ({h}) FROM ({rows}) AS {build.UNTRUNCATED} QUALIFY {' AND '.join(keep)}"
+
+
 def rewrite(plan: Plan) -> Rewritten:
     """Build the single DuckDB statement for ``plan``.
 
@@ -110,9 +144,12 @@ def rewrite(plan: Plan) -> Rewritten:
             projections.append(f"{_sql(value)} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             projections.append(f"{_sql(total(expr))} AS {name}")
-    if plan.ctx.unit_key != "row":
+    units = plan.units
+    by_id = units is not None and units.by_id
+    if by_id:
         unit = exp.column(plan.ctx.unit_key, table=BASE, quoted=True)
         projections.append(f"{_sql(unit)} AS {build.UNIT}")
+        projections.append(f"HASH({BASE}) AS {build.ROW_HASH}")
     elif any(prep.needs_unit for prep in plan.prepared):
         projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
@@ -120,6 +157,9 @@ def rewrite(plan: Plan) -> Rewritten:
     src = f"SELECT {', '.join(projections)} FROM {_sql(bound.relation)} AS {BASE}"
     if bound.where:
         src += " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where)
+    if by_id:
+        assert units is not None
+        src = truncate(src, units, keys)
 
     out = Rewritten(sql="", keys=keys)
     stats = list(keys)
@@ -131,8 +171,10 @@ def rewrite(plan: Plan) -> Rewritten:
             out.columns[(i, name)] = col
             stats.append(f"{_sql(expr)} AS {col}")
     if plan.selection is not None:
+        # What a key's count counts is what is protected: units for an id unit, else rows.
         out.key_selection_column = build.KEY_COUNT
-        stats.append(f"COUNT(*) AS {build.KEY_COUNT}")
+        counted = f"DISTINCT {build.UNIT}" if by_id else "*"
+        stats.append(f"COUNT({counted}) AS {build.KEY_COUNT}")
     if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
         stats.append(f"COUNT(*) AS {build.ROWS}")
     grouped = f"SELECT {', '.join(stats)} FROM {SRC}"

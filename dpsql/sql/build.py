@@ -33,6 +33,10 @@ KEYS = "__keys"
 NOISY = "__noisy"
 #: The privacy unit in ``__src``: the id, or a hash of the whole row of the base table.
 UNIT = "__u"
+#: The hash of the whole row of the base table, which orders a unit's rows for truncation.
+ROW_HASH = "__h"
+#: The rows of an id unit before truncation (the inner SELECT of ``__src``).
+UNTRUNCATED = "__rows_in"
 #: The one column of ``__src`` when nothing else is needed.
 ROW = "__row"
 #: The rows of a group, counted for τ-thresholding of its key.
