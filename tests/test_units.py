@@ -472,7 +472,14 @@ def test_keys_by_threshold_on_the_visits_fixture_count_patients(visits) -> None:
     assert {r[0] for r in released} <= {0, 1, 2, 3} and released
     prepared = visits.prepare(query)
     assert prepared.plan.selection.part.sensitivity == 3  # max_groups_per_unit of the policy
-    assert "COUNT(DISTINCT __u)" in prepared.sql
+    # with g, the key count is the rows ranked first in their unit's group: the distinct units
+    assert "COUNT(*) FILTER (WHERE __r = 1) AS __keys_n" in prepared.sql
+    names, rows = visits.engine.statistics(prepared.sql)
+    counted = {r[0]: r[names.index("__keys_n")] for r in rows}
+    head = prepared.sql.split(", __stats AS", 1)[0]
+    distinct = dict(visits.engine.connection.execute(
+        f"{head} SELECT __k0, COUNT(DISTINCT __u) FROM __src GROUP BY __k0").fetchall())
+    assert counted == distinct and sum(counted.values()) > 1000
 
 
 def test_gaussian_uses_the_l2_multiplier(visits) -> None:

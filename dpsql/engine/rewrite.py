@@ -106,20 +106,27 @@ def truncate(rows: str, units: UnitBounds, keys: list[str]) -> str:
     on which columns the query reads. Ties (identical rows) are broken arbitrarily by
     ROW_NUMBER: the rows are interchangeable, and never more than k survive.
 
+    With g, one sort of each unit's rows by (HASH(unit, keys), keys, row hash) serves all three
+    windows: the rank of a row in its group ``__r`` is its ROW_NUMBER in that order minus the
+    RANK of its group, plus 1, and DENSE_RANK numbers the groups. (Two windows partitioned
+    differently, by unit and by unit and group, sort the rows twice: about 1.7× slower on 10M
+    rows.) ``__r`` stays in ``__src``: the rows with ``__r = 1`` are the units of a group.
+
     The filters are written ``BETWEEN 1 AND k``: DuckDB rewrites ``ROW_NUMBER() ... <= k`` into
     a per-unit top-k aggregate that is several times slower with millions of small units.
     """
     u, h = build.UNIT, build.ROW_HASH
-    keep = []
     if units.max_groups is not None and keys:
         assert units.max_rows_per_group is not None
-        part = ", ".join([u, *keys])
-        keep.append(f"ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY {h}) BETWEEN 1 AND {int(units.max_rows_per_group)}")
-        keep.append(f"DENSE_RANK() OVER (PARTITION BY {u} ORDER BY HASH({part}), {', '.join(keys)}) "
-                    f"BETWEEN 1 AND {int(units.max_groups)}")
-    else:
-        keep.append(f"ROW_NUMBER() OVER (PARTITION BY {u} ORDER BY {h}) BETWEEN 1 AND {int(units.max_rows)}")
-    return f"SELECT * EXCLUDE ({h}) FROM ({rows}) AS {build.UNTRUNCATED} QUALIFY {' AND '.join(keep)}"
+        groups = f"HASH({u}, {', '.join(keys)}), {', '.join(keys)}"
+        r = build.ROW_IN_GROUP
+        rank = (f"ROW_NUMBER() OVER (PARTITION BY {u} ORDER BY {groups}, {h}) "
+                f"- RANK() OVER (PARTITION BY {u} ORDER BY {groups}) + 1")
+        return (f"SELECT * EXCLUDE ({h}), {rank} AS {r} FROM ({rows}) AS {build.UNTRUNCATED} "
+                f"QUALIFY {r} BETWEEN 1 AND {int(units.max_rows_per_group)} "
+                f"AND DENSE_RANK() OVER (PARTITION BY {u} ORDER BY {groups}) BETWEEN 1 AND {int(units.max_groups)}")
+    keep = f"ROW_NUMBER() OVER (PARTITION BY {u} ORDER BY {h}) BETWEEN 1 AND {int(units.max_rows)}"
+    return f"SELECT * EXCLUDE ({h}) FROM ({rows}) AS {build.UNTRUNCATED} QUALIFY {keep}"
 
 
 def rewrite(plan: Plan) -> Rewritten:
@@ -173,8 +180,12 @@ def rewrite(plan: Plan) -> Rewritten:
     if plan.selection is not None:
         # What a key's count counts is what is protected: units for an id unit, else rows.
         out.key_selection_column = build.KEY_COUNT
-        counted = f"DISTINCT {build.UNIT}" if by_id else "*"
-        stats.append(f"COUNT({counted}) AS {build.KEY_COUNT}")
+        if by_id and units is not None and units.by_groups:  # the first row of each unit in the group
+            stats.append(f"COUNT(*) FILTER (WHERE {build.ROW_IN_GROUP} = 1) AS {build.KEY_COUNT}")
+        elif by_id:
+            stats.append(f"COUNT(DISTINCT {build.UNIT}) AS {build.KEY_COUNT}")
+        else:
+            stats.append(f"COUNT(*) AS {build.KEY_COUNT}")
     if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
         stats.append(f"COUNT(*) AS {build.ROWS}")
     grouped = f"SELECT {', '.join(stats)} FROM {SRC}"

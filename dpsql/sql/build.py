@@ -37,6 +37,8 @@ UNIT = "__u"
 ROW_HASH = "__h"
 #: The rows of an id unit before truncation (the inner SELECT of ``__src``).
 UNTRUNCATED = "__rows_in"
+#: With max_groups_per_unit: a row's rank among its unit's rows in its group (1 for the first).
+ROW_IN_GROUP = "__r"
 #: The one column of ``__src`` when nothing else is needed.
 ROW = "__row"
 #: The rows of a group, counted for τ-thresholding of its key.
