@@ -487,3 +487,19 @@ def test_gaussian_uses_the_l2_multiplier(visits) -> None:
     lap = visits.prepare(base.format("laplace")).plan.prepared[0].parts["n"].sensitivity
     gau = visits.prepare(base.format("gaussian")).plan.prepared[0].parts["n"].sensitivity
     assert (lap, gau) == (2 * 4, 2 * 2.0)
+
+
+def test_the_shell_shows_a_tables_unit_bounds(visits, tmp_path, capsys) -> None:
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from dpsql.interfaces.repl import run_repl
+
+    capsys.readouterr()
+    with create_pipe_input() as inp:
+        inp.send_text(".schema visits\n.policy\n\x04")
+        assert run_repl(visits, input=inp, output=DummyOutput(), history_file=tmp_path / "history") == 0
+    out = capsys.readouterr().out
+    line = ("private; privacy unit patient_id, at most 5 row(s) per unit; in a GROUP BY at most 3 group(s) × "
+            "2 row(s) per unit")
+    assert f"visits: {line}" in out and f"table visits: {line}" in out
