@@ -14,6 +14,7 @@ import math
 import random
 import typing as t
 import zlib
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -29,6 +30,7 @@ from dpsql.privacy.policy import policy_from_dict
 from dpsql.privacy.units import UnitBounds
 from tests.conftest import demo_policy
 
+VISITS = Path(__file__).resolve().parent.parent / "fixtures" / "visits"
 Row = tuple[int, str, float]
 SCHEMA = "id INTEGER, g VARCHAR, x DOUBLE"
 GROUPS = ["a", "b", "c", "d"]
@@ -115,6 +117,16 @@ def test_rows_per_group_needs_groups_in_the_query_or_the_policy() -> None:
     con = connect(policy(max_groups_per_unit=3))
     units = con.prepare(query).plan.units
     assert (units.max_groups, units.max_rows_per_group, units.sources["max_groups_per_unit"]) == (3, 1, "policy")
+
+
+def test_a_row_bound_that_would_do_nothing_is_refused() -> None:
+    con = connect(policy(k=2, max_groups_per_unit=3, max_rows_per_group_per_unit=1))
+    grouped = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a'], max_rows_per_unit = 4)"
+    with pytest.raises(OptionError, match="option 'max_rows_per_unit' has no effect in this GROUP BY"):
+        con.prepare(grouped)
+    # without r, k is the rows per group; ungrouped, k is the bound
+    assert connect(policy(k=2, max_groups_per_unit=3)).prepare(grouped).plan.units.max_rows_per_group == 4
+    assert con.prepare("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1, max_rows_per_unit = 4)").plan.units.l1 == 4
 
 
 def test_query_options_override_the_policy_and_explain_says_where_each_came_from() -> None:
@@ -429,9 +441,9 @@ def test_negative_control_without_truncation_the_brute_force_finds_violations(mo
 @pytest.fixture(scope="module")
 def visits() -> dpsql.Connection:
     def setup(con: duckdb.DuckDBPyConnection) -> None:
-        con.execute("CREATE TABLE visits AS SELECT * FROM 'fixtures/visits/visits.parquet'")
+        con.execute(f"CREATE TABLE visits AS SELECT * FROM '{VISITS / 'visits.parquet'}'")
 
-    con = dpsql.connect(":memory:", "fixtures/visits/visits.toml", setup=setup, noise=SeededNoise(5))
+    con = dpsql.connect(":memory:", VISITS / "visits.toml", setup=setup, noise=SeededNoise(5))
     yield con
     con.close()
 

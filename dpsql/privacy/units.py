@@ -174,7 +174,8 @@ def _num(x: float) -> str:
 def resolve(table: "TablePolicy", given: t.Mapping[str, int], grouped: bool, group_size: int = 1) -> UnitBounds:
     """The bounds in force for one query on ``table``: the query's ``given`` options over the
     policy's values. Refuses (OptionError, from the query and the policy alone) a bound on a
-    row-unit table, g or r without GROUP BY, and r without g."""
+    row-unit table, g or r without GROUP BY, r without g, and k where g and r (given, not
+    defaulted to k) bound the GROUP BY instead: each would do nothing."""
     name = table.name
     if table.privacy_unit == "row":
         if given:
@@ -212,5 +213,8 @@ def resolve(table: "TablePolicy", given: t.Mapping[str, int], grouped: bool, gro
                           sources={"max_rows_per_unit": sources["max_rows_per_unit"]})
     if r is None:
         r, sources["max_rows_per_group_per_unit"] = k, DEFAULT
+    elif "max_rows_per_unit" in given:
+        raise OptionError(f"option 'max_rows_per_unit' has no effect in this GROUP BY: max_groups_per_unit = {g} "
+                          f"and max_rows_per_group_per_unit = {r} bound each unit; set those instead")
     return UnitBounds(unit=table.privacy_unit, max_rows=k, max_groups=g, max_rows_per_group=r,
                       group_size=group_size, sources=sources)
