@@ -511,6 +511,11 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
         parts.append(speed_table(run))
         parts.append("")
 
+    if res.get("units", {}).get("results"):
+        from bench import units
+
+        parts.append(units.section(res["units"], res["command"], standalone=False))
+
     peer_sizes = sorted(int(s) for s in res.get("peers", {}).get("speed", {}))
     parts.append("## Other systems\n")
     if not res.get("peers"):

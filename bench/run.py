@@ -2,12 +2,14 @@
 
     python bench/run.py --all [--peers] [--huge] [--repeat 5] [--releases 300]
     python bench/run.py [--rows 10000000] [--repeat 5] [--only NAME ...] [--json out.json]
+    python bench/run.py --units [--rows 10000000] [--repeat 3]
 
 ``--all`` runs everything and rewrites ``docs/benchmarks.md`` and ``docs/img/bench-*.png``:
 
 1. the speed cases of :mod:`bench.speed` at 1M and 10M rows (``--huge``: also 100M, when
    the memory allows), one process per size, timing plain DuckDB, the hand-written clipped
-   floor and dpsql (median of ``--repeat`` interleaved rounds after a warm-up round);
+   floor and dpsql (median of ``--repeat`` interleaved rounds after a warm-up round), and the
+   privacy-unit cases of :mod:`bench.units` at 10M rows;
 2. with ``--peers``, the other DP systems on the same data, each in its own virtual
    environment under ``bench/.peers/`` (see :mod:`bench.peers`);
 3. accuracy on UCI Adult (:mod:`bench.accuracy`), dpsql and the peers;
@@ -15,6 +17,8 @@
 5. the report (:mod:`bench.report`); raw results in ``bench/out/results.json``.
 
 Without ``--all`` it runs the speed cases once at ``--rows`` in this process, as it always has.
+``--units`` runs only the privacy-unit cases (:mod:`bench.units`, ``--rows`` rows of a quarter
+as many units, in a child process) and replaces their section of ``docs/benchmarks.md``.
 ``python -m bench`` is the same command.
 """
 
@@ -145,6 +149,42 @@ def write_adult() -> None:
     con.close()
 
 
+def units_speed(rows: int, repeat: int, timeout: float) -> dict[str, t.Any]:
+    """Run :mod:`bench.units` (privacy units by id) in a child process: ``rows`` rows of
+    ``rows / 4`` units."""
+    need = rows * BYTES_PER_ROW / 2**30
+    have = mem_available_gib()
+    if need > have:
+        return {"skipped": f"needs about {need:.0f} GiB of memory, {have:.1f} GiB available"}
+    out = OUT / f"units-{rows}.json"
+    cmd = [sys.executable, "-m", "bench.units", "--rows", str(rows), "--units", str(rows // 4),
+           "--repeat", str(repeat), "--json", str(out)]
+    log(f"\n== privacy units by id, {rows:,} rows")
+    try:
+        proc = subprocess.run(cmd, cwd=str(ROOT), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"did not finish within {timeout / 60:.0f} min on this machine"}
+    if proc.returncode != 0:
+        return {"skipped": f"the run failed: exit status {proc.returncode}"}
+    return json.loads(out.read_text())
+
+
+def run_units_only(args: argparse.Namespace) -> int:
+    """``--units``: time the privacy-unit cases and put their section in docs/benchmarks.md."""
+    from bench import units
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    res = units_speed(args.rows, args.repeat, args.size_timeout)
+    if "results" not in res:
+        log(f"privacy units not measured: {res['skipped']}")
+        return 1
+    command = "python bench/run.py " + " ".join(shlex.quote(a) for a in (args.argv or []))
+    page = Path(args.docs) / "benchmarks.md"
+    units.write_section(units.section(res, command.strip()), page)
+    log(f"wrote the privacy-units section of {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
+    return 0
+
+
 def repl_startup(runs: int = 10) -> dict[str, t.Any]:
     script = ROOT / "bench" / "repl_startup.py"
     if not script.exists():
@@ -197,6 +237,13 @@ def run_all(args: argparse.Namespace) -> int:
             log(f"{rows:,} rows skipped: {out['skipped']}")
             res["notes"].append(f"{rows:,} rows skipped: {out['skipped']}.")
         save(res)
+
+    # 1b. privacy units by id, at the size the targets are judged at
+    unit_rows = max(s for s in sizes if s <= 10_000_000) if any(s <= 10_000_000 for s in sizes) else sizes[0]
+    res["units"] = units_speed(unit_rows, args.repeat, args.size_timeout)
+    if "results" not in res["units"]:
+        res["notes"].append(f"Privacy units by id not measured: {res['units']['skipped']}.")
+    save(res)
 
     # 2. peers
     if args.peers:
@@ -253,7 +300,10 @@ def run_all(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/run.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--all", action="store_true", help="speed at 1M and 10M, accuracy, REPL start-up, report")
+    ap.add_argument("--all", action="store_true", help="speed at 1M and 10M, privacy units, accuracy, REPL start-up, report")
+    ap.add_argument("--units", action="store_true",
+                    help="only the privacy-unit cases (--rows rows, a quarter as many units); rewrites their "
+                         "section of docs/benchmarks.md")
     ap.add_argument("--peers", action="store_true", help="with --all: also the other DP systems")
     ap.add_argument("--huge", action="store_true", help="with --all: also 100M rows (when the memory allows)")
     ap.add_argument("--sizes", type=int, nargs="*", help="with --all: these table sizes instead")
@@ -270,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = sys.argv[1:] if argv is None else argv
     if args.all:
         return run_all(args)
+    if args.units:
+        return run_units_only(args)
     out = run_speed(args.rows, args.repeat, args.only, log=log)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

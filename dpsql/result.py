@@ -129,7 +129,8 @@ class Result:
         return [(name, str(self.table.schema.field(name).type), None, None, None, None, None) for name in self.columns]
 
     def report_lines(self) -> list[str]:
-        """One line per released column: mechanism, spend, ± half-width at the confidence level."""
+        """One line per released column: mechanism, spend, ± half-width at the confidence level,
+        and for an id privacy unit the bounds it was released under ("per patient_id, ≤ 5 rows")."""
         lines = []
         for e in self.report:
             spend = f"ε={fmt(e.epsilon)}"
@@ -139,7 +140,7 @@ class Result:
                 spend = f"ρ={fmt(e.rho)}"
             level = f"{100 * self.confidence:g}%"
             ci = f"±{fmt(e.ci_half_width)} ({level})" if e.ci_half_width is not None else "no interval"
-            extra = f"; {e.note}" if e.note else ""
+            extra = "".join(f"; {part}" for part in (e.unit, e.note) if part)
             lines.append(f"{e.column}: {e.mechanism}, {spend}, {ci}{extra}")
         return lines
 

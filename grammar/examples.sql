@@ -27,3 +27,4 @@ SELECT DP_SUM(age) / DP_COUNT(*) AS ratio FROM adult WITH (epsilon = 1, confiden
 EXPLAIN SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)
 SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1);
 SELECT education, education_num FROM education_levels ORDER BY education_num
+SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward WITH (epsilon = 1, delta = 1e-6, max_groups_per_unit = 3, max_rows_per_group_per_unit = 2)

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import accuracy, report, speed  # noqa: E402
+from bench import accuracy, report, speed, units  # noqa: E402
 from bench.common import machine  # noqa: E402
 
 
@@ -57,3 +57,22 @@ def test_report_renders(speed_run, tmp_path) -> None:
     path = report.write(res, tmp_path)
     assert path.read_text().startswith("# Benchmarks")
     assert (tmp_path / "img" / "bench-speed-ratio.png").stat().st_size > 1000
+
+
+def test_privacy_unit_cases_run_and_their_section_renders(tmp_path) -> None:
+    run = units.run_units(20_000, 5_000, repeat=1, log=lambda _msg: None)
+    assert {r["case"] for r in run["results"]} == {c.name for c in units.CASES}
+    for r in run["results"]:
+        assert set(r["times"]) == {"row-level", "floor, window", "floor, per-unit aggregation", "dpsql",
+                                   "dpsql, row unit"}
+        assert all(math.isfinite(v) and v > 0 for v in r["times"].values())
+        assert r["fastest_floor"] in ("window", "per-unit aggregation")
+    text = units.section(run, "python bench/run.py --units")
+    assert text.startswith(units.HEADING) and "| MEAN(income), ≤ 5 rows per unit |" in text
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\n## Speed\n\nfast\n\n## Other systems\n\npeers\n")
+    units.write_section(text, page)
+    once = page.read_text()
+    assert once.index("## Speed") < once.index(units.HEADING) < once.index("## Other systems")
+    units.write_section(text, page)  # replaced in place, not added twice
+    assert page.read_text() == once

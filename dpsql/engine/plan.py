@@ -43,23 +43,33 @@ from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
 from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
 from dpsql.mechanisms.base import fmt
-from dpsql.privacy.policy import Policy
+from dpsql.privacy import units
+from dpsql.privacy.policy import UNIT_BOUNDS, Policy
+from dpsql.privacy.units import UnitBounds
 
 @dataclass
 class KeySelection:
     """τ-thresholding of group keys with a noisy count (δ > 0, keys not public).
 
     Guarantee: (ε_t, δ_t)-DP for the released key set together with the hidden counts, under
-    either neighbouring relation. A unit touches at most m groups; a group that exists in x but
-    not in a neighbour has true count c ≤ m. The counts' L1 sensitivity is Δ = m under
-    ``add_remove`` and 2m under ``replace`` (a changed row leaves one group and joins another).
-    The count gets discrete Laplace noise Z with P[Z = z] ∝ q^|z|, q = e^(−1/b), b = Δ/ε_t,
-    whose tail is P[Z ≥ s] = q^s/(1 + q) for integer
+    either neighbouring relation. What a group counts is what is protected: rows for a row
+    unit (``COUNT(*)``), units for an id unit (``COUNT(DISTINCT unit)`` over the truncated
+    rows, :mod:`dpsql.privacy.units`). One protected change reaches at most ``m`` groups and
+    moves each group's count by at most ``c``:
+
+    * a row unit of m rows (× the policy's group size s): m groups, c = m;
+    * an id unit: m = the groups one unit can reach after truncation, g (max_groups_per_unit)
+      or, without g, k (max_rows_per_unit), times s; c = s (a unit counts once per group).
+
+    The counts' L1 sensitivity is Δ = m under ``add_remove`` and 2m under ``replace`` (a
+    changed unit leaves up to m groups and joins up to m others). A group that exists in x but
+    not in a neighbour has true count at most c. The count gets discrete Laplace noise Z with
+    P[Z = z] ∝ q^|z|, q = e^(−1/b), b = Δ/ε_t, whose tail is P[Z ≥ s] = q^s/(1 + q) for integer
     s ≥ 1 (the continuous ½·e^(−s/b) understates it by up to a factor 2/(1 + q)). A key is
-    released when c + Z ≥ τ; with τ = m + b·ln(m/((1 + q)·δ_t)) each such group is released
-    with probability at most q^(τ−m)/(1 + q) = δ_t/m, and at most m of them exist (union bound):
-    δ_t in total (Korolova, Kenthapadi, Mishra, Ntoulas 2009; Wilson et al. 2020, §4, for the
-    continuous version; the statistical audit covers this edge case).
+    released when its count plus Z reaches τ; with τ = c + b·ln(m/((1 + q)·δ_t)) each such
+    group is released with probability at most q^(τ−c)/(1 + q) = δ_t/m, and at most m of them
+    exist (union bound): δ_t in total (Korolova, Kenthapadi, Mishra, Ntoulas 2009; Wilson et
+    al. 2020, §4, for the continuous version; the statistical audit covers this edge case).
     """
 
     part: NoisyPart
@@ -67,11 +77,14 @@ class KeySelection:
     delta: float
 
     @classmethod
-    def build(cls, m: int, cost: Cost, neighbouring: str = "add_remove") -> "KeySelection":
+    def build(cls, m: int, cost: Cost, neighbouring: str = "add_remove", per_group: int | None = None) -> "KeySelection":
+        """``m``: groups one protected change reaches; ``per_group``: the most it moves one
+        group's count (default ``m``: a row unit of m rows)."""
+        c = m if per_group is None else per_group
         sensitivity = float(2 * m if neighbouring == "replace" else m)
         part = NoisyPart("keys", sensitivity, "laplace", Cost(epsilon=cost.epsilon), integer=True)
         q = math.exp(-1.0 / part.scale)
-        tau = m + part.scale * math.log(m / ((1.0 + q) * cost.delta))
+        tau = c + part.scale * math.log(m / ((1.0 + q) * cost.delta))
         return cls(part=part, threshold=tau, delta=cost.delta)
 
     @property
@@ -91,16 +104,21 @@ class Plan:
     mechanisms: list[str] = field(default_factory=list)
     #: δ used to express a ρ-zCDP cost in an (ε, δ) ledger (the query's ``delta``)
     conversion_delta: float | None = None
+    #: the privacy unit and the contribution bounds in force (None: a row unit of one row)
+    units: UnitBounds | None = None
 
     def explain_lines(self) -> list[str]:
         lines = [f"budget: {self.cost} for the whole query"]
+        if self.units is not None:
+            lines += self.units.explain()
         if self.bound.group_by:
             if self.public_keys is not None:
                 lines.append(f"group keys: public domain of {len(self.public_keys)} keys")
             elif self.selection is not None:
                 s = self.selection
+                counted = f"{self.units.unit}s" if self.units is not None and self.units.by_id else "rows"
                 lines.append(
-                    f"group keys: τ-thresholding, noisy count {s.part.distribution}(b={fmt(s.part.scale)}), "
+                    f"group keys: τ-thresholding, noisy count of {counted} {s.part.distribution}(b={fmt(s.part.scale)}), "
                     f"τ={fmt(s.threshold)}, spends {s.cost}"
                 )
         for prep, mech in zip(self.prepared, self.mechanisms):
@@ -109,19 +127,33 @@ class Plan:
         return lines
 
 
-def _context(bound: Bound, policy: Policy) -> Context:
+def unit_bounds(bound: Bound, policy: Policy) -> UnitBounds:
+    """The privacy unit of ``bound``'s table and the contribution bounds in force: the query's
+    options over the policy's (refusals depend on the query and the policy only)."""
     assert bound.table is not None
-    unit = bound.table.privacy_unit
-    # A per-unit subquery has one row per unit, whatever the table's bound.
-    rows = 1 if bound.per_unit else bound.table.max_rows_per_unit
+    opts = bound.options
+    given = {key: getattr(opts, key) for key in UNIT_BOUNDS if key in opts.given}
+    if bound.per_unit:
+        if given:
+            raise OptionError(f"option '{sorted(given)[0]}' has nothing to bound: the query reads a "
+                              "subquery that holds one row per unit")
+        return units.UnitBounds(unit=bound.table.privacy_unit, max_rows=1, group_size=policy.group_size,
+                                sources={"max_rows_per_unit": "one row per unit (a per-unit subquery)"})
+    return units.resolve(bound.table, given, grouped=bool(bound.group_by), group_size=policy.group_size)
+
+
+def _context(bound: Bound, policy: Policy, bounds: UnitBounds) -> Context:
+    assert bound.table is not None
     return Context(
         neighbouring=policy.neighbouring,
-        max_rows=rows * policy.group_size,
+        max_rows=bounds.l1,
         grouped=bool(bound.group_by),
         filtered=bound.filtered,
         options=bound.options,
-        unit_key=unit,
+        unit_key=bound.table.privacy_unit,
         group_size=policy.group_size,
+        l2_rows=bounds.l2,
+        unit_note=bounds.note,
     )
 
 
@@ -331,7 +363,8 @@ def plan(bound: Bound, policy: Policy) -> Plan:
     cost, what the ledger charges, is the sum of what the parts spend.
     """
     opts = bound.options
-    ctx = _context(bound, policy)
+    bounds = unit_bounds(bound, policy)
+    ctx = _context(bound, policy, bounds)
     _check_mechanism_option(bound)
     if opts.epsilon is None and opts.rho is None:
         raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
@@ -382,7 +415,7 @@ def plan(bound: Bound, policy: Policy) -> Plan:
     selection = None
     if need_selection:
         share = Cost(epsilon=eps_share, delta=delta_share)
-        selection = KeySelection.build(ctx.max_rows, share, ctx.neighbouring)
+        selection = KeySelection.build(bounds.reach, share, ctx.neighbouring, per_group=bounds.per_group)
         parts.append(_Part("group key selection", share, selection.cost, True))
     _check_split(bound, parts)
 
@@ -398,4 +431,5 @@ def plan(bound: Bound, policy: Policy) -> Plan:
         cost=total,
         mechanisms=names,
         conversion_delta=opts.delta if opts.rho is not None else None,
+        units=bounds,
     )

@@ -52,6 +52,8 @@ def release(
     out_rows = list(zip(*columns_out))
     columns = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
     report = [_summarise(p_entries, prep) for p_entries, prep in zip(reports, plan.prepared)]
+    for entry in report:  # every line names the unit and the bounds it was released under
+        entry.unit = plan.ctx.unit_note
     suppressed = len(rows) - len(kept) if plan.selection is not None else None
     return Released(columns=columns, rows=out_rows, report=report, groups_suppressed=suppressed)
 

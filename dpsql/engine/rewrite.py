@@ -13,6 +13,12 @@ Shape (one scan of the private table; clipping in SQL)::
     SELECT ... FROM (VALUES <public keys>) AS __keys(__k0, ...)   -- public key domain only
       LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
 
+For a table whose privacy unit is an id column, ``__src`` is the truncated relation: the rows
+above with the unit ``__u`` and a hash of the whole row ``__h``, of which each unit keeps at most
+k rows (or r rows in each of at most g groups), chosen by window functions (:func:`truncate`).
+Everything after ``__src`` (the statistics and every mechanism's subquery) reads only the
+truncated rows. A row unit's ``__src`` is exactly as above.
+
 Only the columns the statistics need are projected, under reserved names, and every column of
 the table is read as ``__t."name"``: no name a user writes reaches the statement.
 ``x`` is the argument (numeric columns) or TRY_CAST(argument AS DOUBLE), so that no value can
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.engine.plan import Plan
+from dpsql.privacy.units import UnitBounds
 from dpsql.sql import build
 from dpsql.sql.build import BASE, KEYS, SRC, STATS
 from dpsql.sql.total import total
@@ -88,6 +95,40 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
+def truncate(rows: str, units: UnitBounds, keys: list[str]) -> str:
+    """The rows of ``rows`` (a SELECT with the unit ``__u``, the row hash ``__h`` and the group
+    keys) that an id unit may contribute under ``units`` (see :mod:`dpsql.privacy.units`).
+
+    Without max_groups_per_unit: per unit, the k rows of smallest row hash. With it: per unit,
+    the g groups of smallest HASH(unit, keys) (the keys themselves break ties, so g distinct
+    groups at most), and in each the r rows of smallest row hash. The row hash is of the whole
+    row of the base table: which rows survive depends on the unit's rows after the WHERE, not
+    on which columns the query reads. Ties (identical rows) are broken arbitrarily by
+    ROW_NUMBER: the rows are interchangeable, and never more than k survive.
+
+    With g, one sort of each unit's rows by (HASH(unit, keys), keys, row hash) serves all three
+    windows: the rank of a row in its group ``__r`` is its ROW_NUMBER in that order minus the
+    RANK of its group, plus 1, and DENSE_RANK numbers the groups. (Two windows partitioned
+    differently, by unit and by unit and group, sort the rows twice: about 1.7× slower on 10M
+    rows.) ``__r`` stays in ``__src``: the rows with ``__r = 1`` are the units of a group.
+
+    The filters are written ``BETWEEN 1 AND k``: DuckDB rewrites ``ROW_NUMBER() ... <= k`` into
+    a per-unit top-k aggregate that is several times slower with millions of small units.
+    """
+    u, h = build.UNIT, build.ROW_HASH
+    if units.max_groups is not None and keys:
+        assert units.max_rows_per_group is not None
+        groups = f"HASH({u}, {', '.join(keys)}), {', '.join(keys)}"
+        r = build.ROW_IN_GROUP
+        rank = (f"ROW_NUMBER() OVER (PARTITION BY {u} ORDER BY {groups}, {h}) "
+                f"- RANK() OVER (PARTITION BY {u} ORDER BY {groups}) + 1")
+        return (f"SELECT * EXCLUDE ({h}), {rank} AS {r} FROM ({rows}) AS {build.UNTRUNCATED} "
+                f"QUALIFY {r} BETWEEN 1 AND {int(units.max_rows_per_group)} "
+                f"AND DENSE_RANK() OVER (PARTITION BY {u} ORDER BY {groups}) BETWEEN 1 AND {int(units.max_groups)}")
+    keep = f"ROW_NUMBER() OVER (PARTITION BY {u} ORDER BY {h}) BETWEEN 1 AND {int(units.max_rows)}"
+    return f"SELECT * EXCLUDE ({h}) FROM ({rows}) AS {build.UNTRUNCATED} QUALIFY {keep}"
+
+
 def rewrite(plan: Plan) -> Rewritten:
     """Build the single DuckDB statement for ``plan``.
 
@@ -110,8 +151,12 @@ def rewrite(plan: Plan) -> Rewritten:
             projections.append(f"{_sql(value)} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             projections.append(f"{_sql(total(expr))} AS {name}")
-    if bound.unit is not None:
+    units = plan.units
+    by_id = units is not None and units.by_id
+    if by_id:
+        assert bound.unit is not None
         projections.append(f"{_sql(total(bound.unit))} AS {build.UNIT}")
+        projections.append(f"HASH({BASE}) AS {build.ROW_HASH}")
     elif any(prep.needs_unit for prep in plan.prepared):
         projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
@@ -119,6 +164,9 @@ def rewrite(plan: Plan) -> Rewritten:
     src = f"SELECT {', '.join(projections)} FROM {_sql(bound.relation)} AS {BASE}"
     if bound.where:
         src += " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where)
+    if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit
+        assert units is not None
+        src = truncate(src, units, keys)
 
     out = Rewritten(sql="", keys=keys)
     stats = list(keys)
@@ -130,8 +178,14 @@ def rewrite(plan: Plan) -> Rewritten:
             out.columns[(i, name)] = col
             stats.append(f"{_sql(expr)} AS {col}")
     if plan.selection is not None:
+        # What a key's count counts is what is protected: units for an id unit, else rows.
         out.key_selection_column = build.KEY_COUNT
-        stats.append(f"COUNT(*) AS {build.KEY_COUNT}")
+        if by_id and units is not None and units.by_groups:  # the first row of each unit in the group
+            stats.append(f"COUNT(*) FILTER (WHERE {build.ROW_IN_GROUP} = 1) AS {build.KEY_COUNT}")
+        elif by_id:
+            stats.append(f"COUNT(DISTINCT {build.UNIT}) AS {build.KEY_COUNT}")
+        else:
+            stats.append(f"COUNT(*) AS {build.KEY_COUNT}")
     if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
         stats.append(f"COUNT(*) AS {build.ROWS}")
     grouped = f"SELECT {', '.join(stats)} FROM {SRC}"

@@ -9,14 +9,18 @@ Guarantee
 Neighbouring relation
     Both. ``add_remove`` (unbounded DP, the default): add or remove one privacy unit, i.e. up to
     m = max_rows_per_unit × group_size rows. ``replace`` (bounded DP): change up to m rows.
+    For an id unit, m is what the truncation in the rewritten SQL leaves of one unit
+    (:mod:`dpsql.privacy.units`): k rows, or r rows in each of g groups, whose L1 multiplier
+    r·g (Laplace) and L2 multiplier r·√g (Gaussian) differ (seed 004, Tumult's guide to
+    sensitivity). Under ``replace`` an id unit's row count is not public: COUNT(*) is noisy.
     A changed row need not stay counted: its value may become NULL, it may leave (or enter)
     the WHERE filter, or, with GROUP BY, move to another group. So under ``replace`` one row
     changes a group's statistic as a change of value, a removal or an addition does, and the
     table takes the largest of the three: for SUM, U − L (a value moves from L to U) or
     max(|L|, |U|) (a value leaves), whichever is larger, the second when 0 is outside [L, U].
 
-Sensitivities (per row; every value is multiplied by m, SPEC §4.1, §6; values clipped to
-[L, U], c = (L+U)/2, r = (U−L)/2):
+Sensitivities (per row; every value is multiplied by m, SPEC §4.1, §6 — for the Gaussian
+mechanism by the L2 multiplier; values clipped to [L, U], c = (L+U)/2, r = (U−L)/2):
 
 ==============  ===================  ===========================  =========================
 statistic       add_remove           replace, ungrouped           replace, GROUP BY (L1)
@@ -30,7 +34,8 @@ SUM             max(|L|, |U|)        max(U − L, |L|, |U|)         max(U − L,
 MEAN releases a noisy count and a noisy centred sum, then c + Σ̃/max(ñ, 1) clamped to [L, U]
 (post-processing). VAR releases ñ, Σ̃(v−c), Σ̃(v−c)² and returns the sample variance
 (Σ₂ − Σ₁²/n)/(n − 1), clamped to [0, r²·n/(n−1)]; STDDEV is its square root. Under ``replace``
-with no WHERE and no GROUP BY, COUNT(*) is public (n) and is released exactly at no cost.
+with no WHERE and no GROUP BY, COUNT(*) of a row-unit table is public (n) and is released
+exactly at no cost.
 Every row of the table above is checked against brute force in ``tests/test_additive.py``.
 
 COUNT(DISTINCT x) has COUNT's sensitivity: a unit's m rows hold at most m distinct values, so
@@ -79,9 +84,15 @@ if t.TYPE_CHECKING:
     from dpsql.privacy.noise import NoiseSource
 
 
-def sensitivities(stat: str, lower: float, upper: float, ctx: Context) -> dict[str, float]:
-    """Sensitivity of each part the statistic releases, for the context's relation (× m)."""
-    m = ctx.max_rows
+def sensitivities(stat: str, lower: float, upper: float, ctx: Context, l2: bool = False) -> dict[str, float]:
+    """Sensitivity of each part the statistic releases, for the context's relation (× m).
+
+    m is the L1 multiplier ``ctx.max_rows``, or with ``l2`` (the Gaussian mechanism) the L2
+    multiplier ``ctx.l2_rows``: the two differ when a unit may reach g groups with r rows in
+    each (r·g against r·√g, :mod:`dpsql.privacy.units`).
+    """
+    m = ctx.l2_rows if l2 else ctx.max_rows
+    assert m is not None
     r = (upper - lower) / 2.0
     big = max(abs(lower), abs(upper))
     replace = ctx.neighbouring == "replace"
@@ -107,19 +118,22 @@ class _AdditivePrepared(Prepared):
         self.mechanism = kind
         stat = "var" if agg.statistic in ("var", "stddev") else agg.statistic
         self.stat = stat
+        # n is public under replace for a row unit only: replacing an id unit's rows may change
+        # how many rows it has (and how many survive its truncation).
         self.public_count = (
             stat == "count"
             and agg.arg is None
             and ctx.neighbouring == "replace"
             and not ctx.grouped
             and not ctx.filtered
+            and ctx.unit_key == "row"
         )
         self.clips = stat != "count"
         lo = agg.lower if agg.lower is not None else 0.0
         hi = agg.upper if agg.upper is not None else 0.0
         self.lower, self.upper = lo, hi
         self.center = (lo + hi) / 2.0
-        sens = {} if self.public_count else sensitivities(stat, lo, hi, ctx)
+        sens = {} if self.public_count else sensitivities(stat, lo, hi, ctx, l2=(kind == "gaussian"))
         if agg.distinct_unit and not ctx.grouped:
             # DP_COUNT(DISTINCT unit): one unit adds or removes one distinct value, however many
             # rows it has (× the policy's group size).

@@ -7,7 +7,8 @@ class attributes the planner reads (nothing else about a mechanism is known else
   :data:`REGISTRY` (the only list of mechanism names: options validation, the shell's
   completer and the README's mechanism table all follow it);
 * ``statistics``: the :class:`~dpsql.sql.statistics.Statistic` values it answers;
-* ``options``: the query options it reads beyond the common ones (:data:`COMMON_OPTIONS`).
+* ``options``: the query options it reads beyond the common ones (:data:`COMMON_OPTIONS`:
+  the budget, ``confidence``, ``keys``, ``mechanism`` and the per-unit bounds).
   The planner refuses a query that gives an option none of its chosen mechanisms uses;
 * ``uses_delta``: whether its share of the budget gets a part of δ;
 * ``supports_rho``: whether it can spend a ρ-zCDP budget.
@@ -69,7 +70,10 @@ class Context:
     """Facts about the query that calibrations depend on (all public: query + policy)."""
 
     neighbouring: str  # "add_remove" | "replace"
-    #: rows one protected group of units can contribute: max_rows_per_unit × group_size
+    #: the L1 multiplier of per-row sensitivities: the rows one protected change can move,
+    #: max_rows_per_unit × group_size, or with max_groups_per_unit g and
+    #: max_rows_per_group_per_unit r, r·g × group_size (dpsql.privacy.units). Laplace and the
+    #: data-dependent mechanisms read it.
     max_rows: int
     grouped: bool
     filtered: bool
@@ -78,6 +82,15 @@ class Context:
     unit_key: str = "row"
     #: units protected together (the policy's group privacy k); max_rows includes this factor
     group_size: int = 1
+    #: the L2 multiplier of per-row sensitivities (the Gaussian mechanism): max_rows, or
+    #: r·√g × group_size with g groups of r rows per unit; None means ``max_rows``
+    l2_rows: float | None = None
+    #: what the report says about the unit, e.g. "per patient_id, ≤ 5 rows" (empty for rows)
+    unit_note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.l2_rows is None:
+            object.__setattr__(self, "l2_rows", float(self.max_rows))
 
     @property
     def confidence(self) -> float:
@@ -193,8 +206,13 @@ class Prepared(abc.ABC):
 
 
 #: Options every query may give whatever its mechanisms: the budget, the reported intervals'
-#: confidence, public group keys, and the choice of mechanism itself.
-COMMON_OPTIONS: frozenset[str] = frozenset({"epsilon", "delta", "rho", "confidence", "keys", "mechanism"})
+#: confidence, public group keys, the choice of mechanism itself, and the per-unit contribution
+#: bounds (enforced in the rewritten SQL for every mechanism; they set ``Context.max_rows`` and
+#: ``Context.l2_rows``).
+COMMON_OPTIONS: frozenset[str] = frozenset({
+    "epsilon", "delta", "rho", "confidence", "keys", "mechanism",
+    "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
+})
 
 #: The value of ``mechanism`` that asks for each statistic's default mechanism.
 AUTO = "auto"

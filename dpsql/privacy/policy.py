@@ -13,11 +13,20 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     [tables.adult.columns]
     age = { lower = 0, upper = 100 }
     sex = { keys = ["Female", "Male"] }
+    [tables.visits]
+    privacy_unit = "patient_id"          # an id column: all rows of one patient are one unit
+    max_rows_per_unit = 5                # k: at most 5 rows per patient (enforced in SQL)
+    max_groups_per_unit = 3              # g (optional): in a GROUP BY, at most 3 groups per patient
+    max_rows_per_group_per_unit = 2      # r (optional, needs g; default k): at most 2 rows in each
     [tables.zips]
     public = true
     [tables."sales.orders"]               # a table of schema sales
     privacy_unit = "customer_id"
     max_rows_per_unit = 10
+
+The three bounds of an id unit are enforced in the rewritten SQL of every query (see
+:mod:`dpsql.privacy.units`); a query may override them for itself with options of the same
+names. A row unit takes only ``max_rows_per_unit`` (protect m rows together).
 
 SmartNoise SQL metadata YAML (``Collection: Schema: Table: {column: {type, lower, upper}}``)
 is recognised and imported: ``row_privacy: True`` gives a row-level unit, a ``private_id``
@@ -43,6 +52,9 @@ from dpsql.errors import PolicyError
 
 NEIGHBOURING = ("add_remove", "replace")
 
+#: The per-unit contribution bounds a table policy (and a query's options) may give.
+UNIT_BOUNDS = ("max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit")
+
 
 @dataclass(frozen=True)
 class ColumnPolicy:
@@ -67,6 +79,11 @@ class TablePolicy:
     public: bool = False
     privacy_unit: str = "row"
     max_rows_per_unit: int = 1
+    #: id units, GROUP BY: the most groups one unit may contribute to (None: not bounded)
+    max_groups_per_unit: int | None = None
+    #: id units, GROUP BY with ``max_groups_per_unit``: the most rows per (unit, group)
+    #: (None: ``max_rows_per_unit``)
+    max_rows_per_group_per_unit: int | None = None
     columns: dict[str, ColumnPolicy] = field(default_factory=dict)
 
     def column(self, name: str) -> ColumnPolicy:
@@ -175,7 +192,7 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
     where = f"tables.{name}"
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
-    unknown = set(spec) - {"public", "privacy_unit", "max_rows_per_unit", "columns"}
+    unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     public = spec.get("public", False)
@@ -184,11 +201,20 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
     unit = spec.get("privacy_unit", "row")
     if not isinstance(unit, str) or not unit:
         raise PolicyError(f"{where}.privacy_unit must be 'row' or a column name")
+    for bound in UNIT_BOUNDS:
+        value = spec.get(bound, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PolicyError(f"{where}.{bound} must be an integer >= 1")
     m = spec.get("max_rows_per_unit", 1)
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise PolicyError(f"{where}.max_rows_per_unit must be an integer >= 1")
     if unit.lower() != "row" and "max_rows_per_unit" not in spec and not public:
         raise PolicyError(f"{where}: an id privacy unit needs max_rows_per_unit")
+    groups, per_group = spec.get("max_groups_per_unit"), spec.get("max_rows_per_group_per_unit")
+    for bound in ("max_groups_per_unit", "max_rows_per_group_per_unit"):
+        if bound in spec and unit.lower() == "row":
+            raise PolicyError(f"{where}.{bound}: table {name}'s privacy unit is a row; "
+                              "this bound needs an id privacy unit")
+    if per_group is not None and groups is None:
+        raise PolicyError(f"{where}.max_rows_per_group_per_unit needs max_groups_per_unit")
     cols = spec.get("columns", {})
     if not isinstance(cols, dict):
         raise PolicyError(f"{where}.columns must be a table")
@@ -198,6 +224,8 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
         public=public,
         privacy_unit=unit.lower(),
         max_rows_per_unit=m,
+        max_groups_per_unit=groups,
+        max_rows_per_group_per_unit=per_group,
         columns=columns,
     )
 

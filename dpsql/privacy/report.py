@@ -23,6 +23,8 @@ class ReportEntry:
     distribution: str = ""
     ci_half_width: float | None = None
     note: str = ""
+    #: the privacy unit and its bounds, e.g. "per patient_id, ≤ 5 rows" (empty for a row unit)
+    unit: str = ""
 
     def as_dict(self) -> dict[str, t.Any]:
         return dict(self.__dict__)

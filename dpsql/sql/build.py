@@ -33,6 +33,12 @@ KEYS = "__keys"
 NOISY = "__noisy"
 #: The privacy unit in ``__src``: the id, or a hash of the whole row of the base table.
 UNIT = "__u"
+#: The hash of the whole row of the base table, which orders a unit's rows for truncation.
+ROW_HASH = "__h"
+#: The rows of an id unit before truncation (the inner SELECT of ``__src``).
+UNTRUNCATED = "__rows_in"
+#: With max_groups_per_unit: a row's rank among its unit's rows in its group (1 for the first).
+ROW_IN_GROUP = "__r"
 #: The one column of ``__src`` when nothing else is needed.
 ROW = "__row"
 #: The rows of a group, counted for τ-thresholding of its key.

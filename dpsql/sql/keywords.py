@@ -14,7 +14,7 @@ DP_FUNCTION_NAMES: tuple[str, ...] = (
 
 OPTION_KEYS: tuple[str, ...] = (
     "mechanism", "epsilon", "delta", "rho", "bound", "chunks", "confidence", "keys", "aggregator",
-    "noise",
+    "noise", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
 )
 
 AGGREGATORS = ("mean", "winsorized")

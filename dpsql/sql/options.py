@@ -19,11 +19,15 @@ from sqlglot import exp
 
 from dpsql.errors import OptionError
 
+from dpsql.privacy.policy import UNIT_BOUNDS
 from dpsql.sql.keywords import AGGREGATORS, OPTION_KEYS, SMOOTH_NOISE
 from dpsql.sql.suggest import did_you_mean
 
 #: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
 MAX_CHUNKS = 1_000_000
+#: The largest per-unit bound a query may give (a sensitivity multiplier: beyond this the
+#: noise drowns any answer, and the products of bounds stay exact integers).
+MAX_UNIT_BOUND = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class Options:
     keys: tuple[tuple[t.Any, ...], ...] | None = None
     aggregator: str = "mean"
     noise: str | None = None
+    #: per-unit contribution bounds for this query (id privacy units; see dpsql.privacy.units)
+    max_rows_per_unit: int | None = None
+    max_groups_per_unit: int | None = None
+    max_rows_per_group_per_unit: int | None = None
     given: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -181,6 +189,13 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = int(chunks)
         elif key == "keys":
             values[key] = _keys(node)
+        elif key in UNIT_BOUNDS:
+            bound = _finite(key, _number(key, node))
+            if bound != int(bound) or bound < 1:
+                raise OptionError(f"option '{key}' must be an integer >= 1, got {bound:g}")
+            if bound > MAX_UNIT_BOUND:
+                raise OptionError(f"option '{key}' must be at most {MAX_UNIT_BOUND}, got {int(bound)}")
+            values[key] = int(bound)
         else:
             known = ", ".join(OPTION_KEYS)
             raise OptionError(f"unknown option '{raw_key}'{did_you_mean(raw_key, OPTION_KEYS)} (known: {known})")

@@ -146,7 +146,7 @@ def _schema(state: ReplState, arg: str) -> None:
             state.emit(f"{name}: public (read as plain DuckDB, no budget spent)")
         else:
             state.emit(f"{name}: private; privacy unit {tp.privacy_unit}, at most {tp.max_rows_per_unit} "
-                       f"row(s) per unit")
+                       f"row(s) per unit{_group_bounds(tp)}")
         rows = []
         for col, dtype in columns.items():
             cp = tp.column(col)
@@ -154,6 +154,14 @@ def _schema(state: ReplState, arg: str) -> None:
             keys = ", ".join(map(str, cp.keys)) if cp.keys else ""
             rows.append((col, dtype, bounds, keys))
         state.emit(render_table(["column", "type", "bounds", "keys"], rows))
+
+
+def _group_bounds(tp: t.Any) -> str:
+    """``; in a GROUP BY at most 3 group(s) × 2 row(s) per unit`` when the policy bounds groups."""
+    if tp.max_groups_per_unit is None:
+        return ""
+    rows = tp.max_rows_per_group_per_unit or tp.max_rows_per_unit
+    return f"; in a GROUP BY at most {tp.max_groups_per_unit} group(s) × {rows} row(s) per unit"
 
 
 @command(".policy", "the privacy policy: neighbouring, budget, ledger, tables")
@@ -171,7 +179,7 @@ def _policy(state: ReplState, arg: str) -> None:
         bounded = sorted(c for c, cp in tp.columns.items() if cp.bounds)
         keyed = sorted(c for c, cp in tp.columns.items() if cp.keys)
         state.emit(f"table {name}: private; privacy unit {tp.privacy_unit}, at most {tp.max_rows_per_unit} "
-                   f"row(s) per unit")
+                   f"row(s) per unit{_group_bounds(tp)}")
         state.emit(f"  bounds: {', '.join(bounded) or '(none)'}")
         state.emit(f"  keys: {', '.join(keyed) or '(none)'}")
 
