@@ -68,7 +68,7 @@ def neighbours(rows: tuple, universe: list, relation: str, m: int):
                     yield tuple(changed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def brute(stat: str, relation: str, grouped: bool, filtered: bool, m: int, bounds: tuple[float, float],
           n_max: int = 3, star: bool = False) -> dict[str, float]:
     """Largest L1 change of each part; ``star``: COUNT(*) (NULL rows count too)."""

@@ -21,12 +21,12 @@ from scipy import integrate
 
 import dpsql
 from dpsql.admin import bruteforce as bf
-from dpsql.privacy import sensitivity as sens
-from dpsql.interfaces.demo import load_adult
-from dpsql.errors import OptionError
-from dpsql.mechanisms import datadep, ptr, smooth
-from dpsql.privacy.noise import SeededNoise
 from dpsql.engine.release import release
+from dpsql.errors import OptionError
+from dpsql.interfaces.demo import load_adult
+from dpsql.mechanisms import datadep, ptr, smooth
+from dpsql.privacy import sensitivity as sens
+from dpsql.privacy.noise import SeededNoise
 
 from .conftest import demo_policy
 
@@ -119,7 +119,7 @@ def test_window_quantities_from_sql_equal_full_data_values(relation: str) -> Non
     con = dpsql.connect(":memory:", _policy(relation, keys=["a", "b", "c"]),
                         setup=_table([], "x DOUBLE, g VARCHAR"), noise=SeededNoise(0))
     checked = 0
-    for trial in range(25):
+    for _ in range(25):
         rows = _random_rows(rng, rng.randint(0, 30), grouped=True)
         con.engine.connection.execute("DELETE FROM t")
         if rows:
@@ -314,8 +314,8 @@ def test_replace_formulas_hold_for_added_and_removed_values() -> None:
 
 
 def test_calibration_of_steps() -> None:
-    from dpsql.privacy.budget import Cost
     from dpsql.mechanisms.base import Context
+    from dpsql.privacy.budget import Cost
     from dpsql.sql.options import Options
 
     def ctx(rel: str, m: int, grouped: bool) -> Context:

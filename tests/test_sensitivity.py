@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest

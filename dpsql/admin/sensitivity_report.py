@@ -23,9 +23,9 @@ import duckdb
 import numpy as np
 
 from dpsql.admin import bruteforce as bf
-from dpsql.privacy import sensitivity as sens
 from dpsql.errors import Error
 from dpsql.mechanisms import ptr
+from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.noise import laplace_ci
 
 #: Values of the small sample brute-forced for the Hamming-distance figure, and its largest k.

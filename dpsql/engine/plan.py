@@ -36,16 +36,17 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from dpsql.sql.bind import Bound, BoundAggregate
-from dpsql.sql.keywords import OPTION_KEYS
-from dpsql.sql.suggest import did_you_mean
-from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
 from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
 from dpsql.mechanisms.base import fmt
 from dpsql.privacy import units
+from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.privacy.policy import UNIT_BOUNDS, Policy
 from dpsql.privacy.units import UnitBounds
+from dpsql.sql.bind import Bound, BoundAggregate
+from dpsql.sql.keywords import OPTION_KEYS
+from dpsql.sql.suggest import did_you_mean
+
 
 @dataclass
 class KeySelection:

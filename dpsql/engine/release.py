@@ -11,10 +11,10 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass, field
 
-from dpsql.mechanisms.base import Prepared, ReportEntry, num
-from dpsql.sql import build
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
+from dpsql.mechanisms.base import Prepared, ReportEntry, num
+from dpsql.sql import build
 
 if t.TYPE_CHECKING:
     from dpsql.privacy.noise import NoiseSource

@@ -4,11 +4,13 @@ The contract a mechanism keeps is described in :mod:`dpsql.mechanisms.base`; the
 the only list of mechanism names.
 """
 
-from dpsql.mechanisms import additive  # noqa: F401  (registers laplace, gaussian)
-from dpsql.mechanisms import exponential  # noqa: F401  (registers exponential)
-from dpsql.mechanisms import saa  # noqa: F401  (registers saa)
-from dpsql.mechanisms import ptr  # noqa: F401  (registers ptr)
-from dpsql.mechanisms import smooth  # noqa: F401  (registers smooth)
+from dpsql.mechanisms import (
+    additive,  # noqa: F401  (registers laplace, gaussian)
+    exponential,  # noqa: F401  (registers exponential)
+    ptr,  # noqa: F401  (registers ptr)
+    saa,  # noqa: F401  (registers saa)
+    smooth,  # noqa: F401  (registers smooth)
+)
 from dpsql.mechanisms.base import (
     AUTO,
     COMMON_OPTIONS,

@@ -62,13 +62,11 @@ import typing as t
 
 from sqlglot import exp
 
-from dpsql.privacy.budget import Cost
 from dpsql.errors import OptionError
-from dpsql.sql.statistics import Statistic
 from dpsql.mechanisms.base import (
+    N_MAX,
     Context,
     Mechanism,
-    N_MAX,
     NoisyPart,
     Prepared,
     ReportEntry,
@@ -78,10 +76,12 @@ from dpsql.mechanisms.base import (
     num,
     register,
 )
+from dpsql.privacy.budget import Cost
+from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
-    from dpsql.sql.bind import BoundAggregate
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
 
 
 def sensitivities(stat: str, lower: float, upper: float, ctx: Context, l2: bool = False) -> dict[str, float]:

@@ -51,17 +51,17 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dpsql.errors import PrivacyError
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
-from dpsql.errors import PrivacyError
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
+from dpsql.sql.build import RAW
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.sql.statistics import Statistic
-from dpsql.sql.build import RAW
 
 if t.TYPE_CHECKING:
-    from dpsql.sql.bind import BoundAggregate
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
     from dpsql.sql.options import Options
 
 

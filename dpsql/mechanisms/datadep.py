@@ -53,11 +53,11 @@ from fractions import Fraction
 import numpy as np
 from sqlglot import exp
 
+from dpsql.errors import InternalError, PrivacyError
+from dpsql.mechanisms.base import raw_select
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
-from dpsql.errors import InternalError, PrivacyError
-from dpsql.mechanisms.base import raw_select
 from dpsql.sql import build
 
 if t.TYPE_CHECKING:

@@ -62,16 +62,16 @@ from fractions import Fraction
 
 from sqlglot import exp
 
+from dpsql.errors import InternalError, OptionError, PrivacyError
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
-from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.sql import build
 from dpsql.sql.statistics import Statistic
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 
 if t.TYPE_CHECKING:
-    from dpsql.sql.bind import BoundAggregate
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
 
 #: ε'·B: a candidate farther than D + B ranks from p·n weighs e^{-TAIL} of the best one.
 TAIL = 64.0

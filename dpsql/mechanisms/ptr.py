@@ -55,19 +55,18 @@ from __future__ import annotations
 import math
 import typing as t
 
-
+from dpsql.errors import OptionError
+from dpsql.mechanisms import datadep
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, finite_in, fmt, num, register
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
-from dpsql.errors import OptionError
-from dpsql.sql.statistics import Statistic
-from dpsql.mechanisms import datadep
 from dpsql.sql import build
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, finite_in, fmt, num, register
+from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
-    from dpsql.sql.bind import BoundAggregate
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
 
 #: Share of each step's ε spent on the test (the rest on the release).
 TEST_SHARE = 0.5

@@ -49,11 +49,8 @@ import typing as t
 import sqlglot
 from sqlglot import exp
 
-from dpsql.privacy import noise as _noise
-from dpsql.privacy.budget import Cost
 from dpsql.errors import InternalError, PrivacyError
 from dpsql.mechanisms import exponential as _em
-from dpsql.sql import build
 from dpsql.mechanisms.base import (
     Context,
     Mechanism,
@@ -65,11 +62,14 @@ from dpsql.mechanisms.base import (
     fmt,
     register,
 )
+from dpsql.privacy import noise as _noise
+from dpsql.privacy.budget import Cost
+from dpsql.sql import build
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
-    from dpsql.sql.bind import BoundAggregate
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.sql.bind import BoundAggregate
 
 #: Chunks when the query gives no ``chunks=``: a constant, never a function of the data (n is
 #: private under add_remove). 100 chunks make the noise 1/100 of the clipping range per ε.

@@ -47,8 +47,8 @@ import typing as t
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpsql.privacy.budget import Budget, Cost
 from dpsql.errors import PolicyError
+from dpsql.privacy.budget import Budget, Cost
 
 NEIGHBOURING = ("add_remove", "replace")
 

@@ -91,9 +91,10 @@ each bound for m = 1, 2, 3 under the three relations in ``tests/test_sensitivity
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt

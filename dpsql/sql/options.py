@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.errors import OptionError
-
 from dpsql.privacy.policy import UNIT_BOUNDS
 from dpsql.sql.keywords import AGGREGATORS, OPTION_KEYS, SMOOTH_NOISE
 from dpsql.sql.suggest import did_you_mean
@@ -151,6 +150,16 @@ def _finite(key: str, value: float) -> float:
     return value
 
 
+def _integer(key: str, node: exp.Expression, least: int, most: int) -> int:
+    """A whole-number option in [least, most]."""
+    x = _finite(key, _number(key, node))
+    if x != int(x) or x < least:
+        raise OptionError(f"option '{key}' must be an integer >= {least}, got {x:g}")
+    if x > most:
+        raise OptionError(f"option '{key}' must be at most {most}, got {int(x)}")
+    return int(x)
+
+
 #: Numeric options: whether a value is allowed, and how the message says what is.
 _RANGES: dict[str, tuple[t.Callable[[float], bool], str]] = {
     "epsilon": (lambda x: x > 0, "> 0"),
@@ -181,21 +190,11 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
                 raise OptionError(f"option '{key}' must be {allowed}, got {x:g}")
             values[key] = x
         elif key == "chunks":
-            chunks = _finite(key, _number(key, node))
-            if chunks != int(chunks) or chunks < 2:
-                raise OptionError(f"option 'chunks' must be an integer >= 2, got {chunks:g}")
-            if chunks > MAX_CHUNKS:
-                raise OptionError(f"option 'chunks' must be at most {MAX_CHUNKS}, got {int(chunks)}")
-            values[key] = int(chunks)
+            values[key] = _integer(key, node, 2, MAX_CHUNKS)
         elif key == "keys":
             values[key] = _keys(node)
         elif key in UNIT_BOUNDS:
-            bound = _finite(key, _number(key, node))
-            if bound != int(bound) or bound < 1:
-                raise OptionError(f"option '{key}' must be an integer >= 1, got {bound:g}")
-            if bound > MAX_UNIT_BOUND:
-                raise OptionError(f"option '{key}' must be at most {MAX_UNIT_BOUND}, got {int(bound)}")
-            values[key] = int(bound)
+            values[key] = _integer(key, node, 1, MAX_UNIT_BOUND)
         else:
             known = ", ".join(OPTION_KEYS)
             raise OptionError(f"unknown option '{raw_key}'{did_you_mean(raw_key, OPTION_KEYS)} (known: {known})")

@@ -46,7 +46,7 @@ THOROUGH = {"trials": 100_000, "pilot": 20_000, "events": 12}
 #: Probability that an audit of a correct mechanism reports a violation (over all its events).
 ALPHA = 1e-3
 
-Output = t.Union[float, int, None, tuple]
+Output = float | int | None | tuple
 
 
 # ---------------------------------------------------------------------------------------------
