@@ -13,7 +13,7 @@ import duckdb
 from dpsql.admin.sensitivity_report import sensitivity_report
 from dpsql.errors import Error
 from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, Parser, one_line
-from dpsql.privacy.sensitivity import ANALYTIC_STATISTICS, RELATIONS
+from dpsql.privacy.exact import ANALYTIC_STATISTICS, RELATIONS
 
 
 def main(argv: list[str]) -> int:

@@ -92,134 +92,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from fractions import Fraction
-from functools import lru_cache
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
+from dpsql.privacy.exact import (  # the relations and statistics are part of this module's API
+    ADD_REMOVE,
+    RELATIONS,
+    REPLACE,
+    UNION,
+    UNIT_RELATIONS,
+    FloatArray,
+    canonical_statistic,
+    check_beta,
+    check_bounds,
+    check_k,
+    check_relation,
+    check_rows,
+    rank,
+    require,
+    sorted_data,
+    statistic,
+)
 
-ADD_REMOVE: Final = "add_remove"
-REPLACE: Final = "replace"
-RELATIONS: Final = (ADD_REMOVE, REPLACE)
-#: A unit's rows replaced by 0 to m rows (see "Privacy units" in the module doc).
-UNION: Final = "union"
-#: Relations of the mean and quantile bounds that take ``max_rows``.
-UNIT_RELATIONS: Final = (ADD_REMOVE, REPLACE, UNION)
-#: Statistics with analytic sensitivities here ("percentile" takes p in [0, 100]).
-ANALYTIC_STATISTICS: Final = ("count", "sum", "mean", "median", "quantile", "percentile")
-#: Statistics :func:`statistic` (and so the brute force) can evaluate.
-STATISTICS: Final = ANALYTIC_STATISTICS + ("var", "std")
 #: D(x, b) when no dataset at any distance has local sensitivity above b.
 MAX_DISTANCE: Final[int] = 2**31 - 1
 _BLOCK: Final = 1 << 21  # matrix entries per block of the order-statistic profile
-
-
-# ----------------------------------------------------------------------------- validation
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
-
-
-def _check_relation(relation: str, allowed: tuple[str, ...] = RELATIONS) -> str:
-    _require(relation in allowed, f"relation must be one of {allowed}, got {relation!r}")
-    return relation
-
-
-def _check_rows(max_rows: int) -> int:
-    _require(int(max_rows) == max_rows and max_rows >= 1, f"max_rows must be an integer >= 1, got {max_rows}")
-    return int(max_rows)
-
-
-def _check_bounds(lower: float, upper: float) -> tuple[float, float]:
-    lo, hi = float(lower), float(upper)
-    _require(math.isfinite(lo) and math.isfinite(hi) and lo < hi,
-             f"bounds must be finite with lower < upper, got [{lower}, {upper}]")
-    return lo, hi
-
-
-def _check_beta(beta: float) -> float:
-    _require(math.isfinite(beta) and beta > 0, f"beta must be finite and > 0, got {beta}")
-    return float(beta)
-
-
-def _check_k(k: int | None, name: str = "k_max") -> int | None:
-    _require(k is None or (int(k) == k and k >= 0), f"{name} must be an integer >= 0, got {k}")
-    return None if k is None else int(k)
-
-
-def canonical_statistic(stat: str, p: float | None = None) -> tuple[str, float | None]:
-    """Normalise a statistic name: median and percentile become ``("quantile", p)``."""
-    s = str(stat).lower()
-    if s == "median":
-        _require(p is None or float(p) == 0.5, f"median is quantile 0.5, got p={p}")
-        return "quantile", 0.5
-    if s in ("quantile", "percentile"):
-        top = 1.0 if s == "quantile" else 100.0
-        _require(p is not None and 0.0 <= float(p) <= top, f"{s} needs p in [0, {top:g}], got {p}")
-        return "quantile", float(p) / top  # type: ignore[arg-type]
-    _require(s in STATISTICS, f"unknown statistic {stat!r}; expected one of {STATISTICS}")
-    _require(p is None, f"{s} takes no p, got p={p}")
-    return s, None
-
-
-def _data(x_sorted: npt.ArrayLike, lower: float, upper: float) -> FloatArray:
-    x = np.asarray(x_sorted, dtype=np.float64).reshape(-1)
-    _require(x.size == 0 or (bool(np.all(np.isfinite(x))) and x[0] >= lower and x[-1] <= upper),
-             f"data must be finite and clipped to [{lower}, {upper}]")
-    _require(x.size < 2 or not np.any(x[1:] < x[:-1]), "data must be sorted (nondecreasing)")
-    return x
-
-
-# ----------------------------------------------------------------------------- statistics
-def rank(p: float, n: int) -> int:
-    """1-based rank of quantile ``p`` among ``n`` items: ``max(1, ceil(p*n))``.
-
-    ``p`` is read as its shortest decimal (``Fraction(repr(p))``) so that e.g.
-    ``rank(0.9, 10) == 9`` without floating-point drift. The median is
-    ``rank(0.5, n) = ceil(n/2)`` (lower median for even ``n``); ``p = 0`` is
-    the minimum, ``p = 1`` the maximum. For ``n = 0`` the rank is 1, which the
-    padding convention maps to ``U``. ``rank(p, n+1) - rank(p, n)`` is 0 or 1.
-    """
-    _require(0.0 <= float(p) <= 1.0 and n >= 0, f"need p in [0, 1] and n >= 0, got {p}, {n}")
-    return max(1, math.ceil(_decimal(float(p)) * n))
-
-
-@lru_cache(maxsize=1024)
-def _decimal(p: float) -> Fraction:
-    return Fraction(repr(p))
-
-
-def order_statistic_quantile(x_sorted: npt.ArrayLike, p: float, lower: float,
-                             upper: float) -> float:
-    """Quantile ``p`` of sorted data: ``x_{rank(p, n)}`` with the padding convention."""
-    lo, hi = _check_bounds(lower, upper)
-    x = _data(x_sorted, lo, hi)
-    r = rank(p, x.size)
-    return float(x[r - 1]) if r <= x.size else hi
-
-
-def statistic(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float,
-              p: float | None = None) -> float:
-    """Value of ``stat`` on sorted data in ``[lower, upper]`` (conventions in the module doc).
-
-    ``stat`` is one of :data:`STATISTICS`; ``quantile`` takes ``p`` in [0, 1],
-    ``percentile`` takes ``p`` in [0, 100]. ``var``/``std`` are population
-    variance and standard deviation (0 on the empty set).
-    """
-    s, q = canonical_statistic(stat, p)
-    lo, hi = _check_bounds(lower, upper)
-    x = _data(x_sorted, lo, hi)
-    if s == "quantile":
-        return order_statistic_quantile(x, q, lo, hi)  # type: ignore[arg-type]
-    if s in ("count", "sum") or x.size == 0:
-        total = {"count": float(x.size), "sum": math.fsum(x.tolist()), "mean": (lo + hi) / 2}
-        return total.get(s, 0.0)
-    mu = math.fsum(x.tolist()) / x.size
-    var = math.fsum(((x - mu) ** 2).tolist()) / x.size
-    return {"mean": mu, "var": var, "std": math.sqrt(var)}[s]
 
 
 # ----------------------------------------------------------------------------- models
@@ -292,7 +191,7 @@ class _OrderStats(_Model):
         first, last = max(lo, 1), min(hi, self.n)
         mid = self.window[:0]
         if first <= last:
-            _require(self.start <= first and last < self.start + self.window.size,
+            require(self.start <= first and last < self.start + self.window.size,
                      f"the window starting at rank {self.start} lacks ranks {first}..{last}")
             mid = self.window[first - self.start: last - self.start + 1]
         return np.concatenate([np.full(n_left, self.lower), mid, np.full(n_right, self.upper)])
@@ -351,15 +250,15 @@ class _OrderStats(_Model):
 def _model(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float, relation: str,
            p: float | None, max_rows: int = 1) -> _Model:
     s, q = canonical_statistic(stat, p)
-    _require(s in ("count", "sum", "mean", "quantile"),
+    require(s in ("count", "sum", "mean", "quantile"),
              f"no analytic sensitivity for {stat!r} (dpsql.admin.bruteforce has one)")
-    m = _check_rows(max_rows)
+    m = check_rows(max_rows)
     units = m > 1 or relation == UNION
-    _require(not units or s in ("mean", "quantile"),
+    require(not units or s in ("mean", "quantile"),
              f"unit-level bounds are for the mean and quantiles; for {stat!r} see global_sensitivity")
-    rel = _check_relation(relation, UNIT_RELATIONS if units else RELATIONS)
-    lo, hi = _check_bounds(lower, upper)
-    x = _data(x_sorted, lo, hi)
+    rel = check_relation(relation, UNIT_RELATIONS if units else RELATIONS)
+    lo, hi = check_bounds(lower, upper)
+    x = sorted_data(x_sorted, lo, hi)
     n, width = x.size, hi - lo
     if s == "quantile":
         assert q is not None
@@ -387,7 +286,7 @@ def _model(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float, relat
 
 
 def _distance(model: _Model, b: float, k_max: int | None) -> int:
-    _require(math.isfinite(b) and b >= 0, f"b must be finite and >= 0, got {b}")
+    require(math.isfinite(b) and b >= 0, f"b must be finite and >= 0, got {b}")
     lo, hi = 0, model.sat if k_max is None else min(model.sat, k_max)
     if model.a(hi) <= b:
         return MAX_DISTANCE if k_max is None else k_max + 1
@@ -412,9 +311,9 @@ def global_sensitivity(stat: str, lower: float, upper: float, relation: str = AD
     for ``m >= 2`` and under replace. median/quantile: ``U-L`` (both).
     """
     s, _ = canonical_statistic(stat, p)
-    rel = _check_relation(relation)
-    lo, hi = _check_bounds(lower, upper)
-    _require(int(max_rows) == max_rows and max_rows >= 1, "max_rows must be an integer >= 1")
+    rel = check_relation(relation)
+    lo, hi = check_bounds(lower, upper)
+    require(int(max_rows) == max_rows and max_rows >= 1, "max_rows must be an integer >= 1")
     m, width = int(max_rows), hi - lo
     if s == "count":
         return float(m) if rel == ADD_REMOVE else 0.0
@@ -460,7 +359,7 @@ def local_sensitivity_at_distance(stat: str, x_sorted: npt.ArrayLike, k: int, lo
     ``W min(m, n)/n`` (replace).
     """
     model = _model(stat, x_sorted, lower, upper, relation, p, max_rows)
-    return model.a(int(_check_k(k, "k") or 0))
+    return model.a(int(check_k(k, "k") or 0))
 
 
 def distance_to_instability(stat: str, x_sorted: npt.ArrayLike, b: float, lower: float,
@@ -477,7 +376,7 @@ def distance_to_instability(stat: str, x_sorted: npt.ArrayLike, b: float, lower:
     divided by m and rounded down.
     """
     model = _model(stat, x_sorted, lower, upper, relation, p, max_rows)
-    return _distance(model, b, _check_k(k_max))
+    return _distance(model, b, check_k(k_max))
 
 
 def smooth_sensitivity(stat: str, x_sorted: npt.ArrayLike, beta: float, lower: float,
@@ -493,16 +392,16 @@ def smooth_sensitivity(stat: str, x_sorted: npt.ArrayLike, beta: float, lower: f
     ``A`` of :func:`local_sensitivity_at_distance`, so ``S`` is beta-smooth in unit steps.
     """
     model = _model(stat, x_sorted, lower, upper, relation, p, max_rows)
-    return model.smooth(_check_beta(beta), _check_k(k_max))
+    return model.smooth(check_beta(beta), check_k(k_max))
 
 
 def _mean_n_model(n: int, lower: float, upper: float, relation: str, max_rows: int = 1) -> _Model:
-    lo, hi = _check_bounds(lower, upper)
-    _require(int(n) == n and n >= 0, f"n must be an integer >= 0, got {n}")
-    m = _check_rows(max_rows)
+    lo, hi = check_bounds(lower, upper)
+    require(int(n) == n and n >= 0, f"n must be an integer >= 0, got {n}")
+    m = check_rows(max_rows)
     if m > 1 or relation == UNION:
-        return _mean_units(int(n), hi - lo, _check_relation(relation, UNIT_RELATIONS), m)
-    if _check_relation(relation) == REPLACE:
+        return _mean_units(int(n), hi - lo, check_relation(relation, UNIT_RELATIONS), m)
+    if check_relation(relation) == REPLACE:
         return _const((hi - lo) / n, (hi - lo) / n) if n >= 1 else _const(0.0, 0.0)
     return _mean_add_remove(int(n), hi - lo, (hi - lo) / max(n, 2))
 
@@ -513,7 +412,7 @@ def mean_sensitivity_bound(n: int, lower: float, upper: float, relation: str = A
     ``W/max(n-k, 2)`` (add_remove) or ``W/n`` (replace, 0 for ``n = 0``). Units of up to
     ``m = max_rows`` rows, k units away (module doc): ``mW/max(n-km, m+1)`` (add_remove),
     ``mW/max(n-km, m)`` (union), ``W min(m, n)/n`` (replace)."""
-    return _mean_n_model(n, lower, upper, relation, max_rows).a(_check_k(k, "k") or 0)
+    return _mean_n_model(n, lower, upper, relation, max_rows).a(check_k(k, "k") or 0)
 
 
 def mean_distance(n: int, b: float, lower: float, upper: float,
@@ -535,14 +434,14 @@ def mean_smooth_sensitivity(n: int, beta: float, lower: float, upper: float,
     from ``n`` alone. add_remove: ``max(W/max(n, 2), e^{-beta max(n-2, 0)} W/2)``;
     replace: ``W/n``. With ``max_rows`` or union the maximum is at k = 0 or at the last
     one or two k before the bound stops changing (log-convex until then)."""
-    return _mean_n_model(n, lower, upper, relation, max_rows).smooth(_check_beta(beta), None)
+    return _mean_n_model(n, lower, upper, relation, max_rows).smooth(check_beta(beta), None)
 
 
 def truncation_k(beta: float, lower: float, upper: float, tol: float) -> int:
     """Least ``K >= 0`` with tail term ``(U-L) e^{-beta(K+1)} <= tol`` (SPEC 4.2)."""
-    b = _check_beta(beta)
-    lo, hi = _check_bounds(lower, upper)
-    _require(math.isfinite(tol) and tol > 0, f"tol must be finite and > 0, got {tol}")
+    b = check_beta(beta)
+    lo, hi = check_bounds(lower, upper)
+    require(math.isfinite(tol) and tol > 0, f"tol must be finite and > 0, got {tol}")
     k = max(0, math.ceil(math.log((hi - lo) / tol) / b) - 2)  # 1 below, against rounding
     while (hi - lo) * math.exp(-b * (k + 1)) > tol:
         k += 1
@@ -554,21 +453,21 @@ def window_ranks(n: int, p: float, k_max: int, max_rows: int = 1) -> tuple[int, 
     need for quantile ``p`` of ``n`` values truncated at ``k_max``: those of
     ``[r - (k_max + 1)m, r + (k_max + 1)m]`` (m = ``max_rows``) inside ``[1, n]``
     (empty if ``first > last``)."""
-    r, reach = rank(p, n), (_check_k(k_max) or 0) + 1
-    reach *= _check_rows(max_rows)
+    r, reach = rank(p, n), (check_k(k_max) or 0) + 1
+    reach *= check_rows(max_rows)
     return max(1, r - reach), min(n, r + reach)
 
 
 def _window_model(window: npt.ArrayLike, start: int, n: int, p: float, lower: float,
                   upper: float, relation: str, max_rows: int) -> _OrderStats:
-    lo, hi = _check_bounds(lower, upper)
-    _require(n >= 0 and start >= 1, f"need n >= 0 and start >= 1, got n={n}, start={start}")
+    lo, hi = check_bounds(lower, upper)
+    require(n >= 0 and start >= 1, f"need n >= 0 and start >= 1, got n={n}, start={start}")
     _, q = canonical_statistic("quantile", p)
     assert q is not None
-    m = _check_rows(max_rows)
+    m = check_rows(max_rows)
     allowed = UNIT_RELATIONS if m > 1 or relation == UNION else RELATIONS
-    return _OrderStats(_data(window, lo, hi), int(start), int(n), q, lo, hi,
-                       _check_relation(relation, allowed), m)
+    return _OrderStats(sorted_data(window, lo, hi), int(start), int(n), q, lo, hi,
+                       check_relation(relation, allowed), m)
 
 
 def smooth_sensitivity_window(window: npt.ArrayLike, start: int, n: int, p: float, beta: float,
@@ -582,7 +481,7 @@ def smooth_sensitivity_window(window: npt.ArrayLike, start: int, n: int, p: floa
     costs ``O(m k_max^2)`` vectorised work, independent of ``n``.
     """
     return _window_model(window, start, n, p, lower, upper, relation, max_rows).smooth(
-        _check_beta(beta), _check_k(k_max) or 0)
+        check_beta(beta), check_k(k_max) or 0)
 
 
 def distance_to_instability_window(window: npt.ArrayLike, start: int, n: int, p: float, b: float,
@@ -591,4 +490,4 @@ def distance_to_instability_window(window: npt.ArrayLike, start: int, n: int, p:
     """``min(D(x, b), k_max + 1)`` for quantile ``p`` from a window covering
     :func:`window_ranks` ``(n, p, k_max, max_rows)``; see :func:`distance_to_instability`."""
     model = _window_model(window, start, n, p, lower, upper, relation, max_rows)
-    return _distance(model, b, _check_k(k_max) or 0)
+    return _distance(model, b, check_k(k_max) or 0)
