@@ -102,6 +102,13 @@ class DuckDBEngine:
         except duckdb.Error as err:
             raise ExecutionError(str(err).splitlines()[0]) from None
 
+    def public_rows(self, sql: str) -> Rows:
+        """Rows of a query that reads public tables only (a public join's key multiplicity)."""
+        try:
+            return self.connection.execute(sql).fetchall()
+        except duckdb.Error as err:
+            raise BindError(f"DuckDB cannot read the public table: {str(err).splitlines()[0]}") from None
+
     def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
         """Run the post-processing SELECT on the noisy rows, in a DuckDB that holds nothing else."""
         import pyarrow as pa  # imported on the first release (it is slow to import)

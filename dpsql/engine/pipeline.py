@@ -39,6 +39,8 @@ class Engine(t.Protocol):
 
     def describe(self, sql: str) -> list[str]: ...
 
+    def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...
+
     def post_process(self, outer: t.Any, columns: list[str], rows: list[tuple[t.Any, ...]]) -> "pa.Table": ...
 
 
@@ -93,7 +95,8 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     from dpsql.sql.bind import bind
 
     parsed = dialect.parse(text)
-    bound = bind(parsed, policy, engine.columns, database=engine.database, describe=engine.describe)
+    bound = bind(parsed, policy, engine.columns, database=engine.database, describe=engine.describe,
+                 read_public=engine.public_rows)
     if bound.public:
         return PreparedQuery(text=text, bound=bound)
     try:

@@ -26,6 +26,7 @@ Group keys (SPEC §4.5)
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import decimal
 import functools
 import itertools
@@ -140,13 +141,29 @@ def unit_bounds(bound: Bound, policy: Policy) -> UnitBounds:
                               "subquery that holds one row per unit")
         return units.UnitBounds(unit=bound.table.privacy_unit, max_rows=1, group_size=policy.group_size,
                                 sources={"max_rows_per_unit": "one row per unit (a per-unit subquery)"})
-    return units.resolve(bound.table, given, grouped=bool(bound.group_by), group_size=policy.group_size)
+    out = units.resolve(bound.table, given, grouped=bool(bound.group_by), group_size=policy.group_size)
+    if not bound.joined:
+        return out
+    steps = list(bound.join_steps)
+    rows = bound.joined_rows
+    if rows is not None and _as_add_remove(bound, policy):
+        # A replaced row is one removal and one addition: under add/remove, twice the rows.
+        rows *= 2
+        steps.append("neighbouring 'replace' through a join or flat map: a changed row is a removal and an "
+                     f"addition, analysed as add/remove of twice the rows: {rows}")
+    return dataclasses.replace(out, joined_rows=rows, steps=tuple(steps))
+
+
+def _as_add_remove(bound: Bound, policy: Policy) -> bool:
+    """Whether the query is analysed under add/remove although the policy says replace: a row
+    unit read through joins or flat maps (a replaced row can change how many rows it makes)."""
+    return policy.neighbouring == "replace" and bound.joined_rows is not None
 
 
 def _context(bound: Bound, policy: Policy, bounds: UnitBounds) -> Context:
     assert bound.table is not None
     return Context(
-        neighbouring=policy.neighbouring,
+        neighbouring="add_remove" if _as_add_remove(bound, policy) else policy.neighbouring,
         max_rows=bounds.l1,
         grouped=bool(bound.group_by),
         filtered=bound.filtered,

@@ -156,12 +156,13 @@ def rewrite(plan: Plan) -> Rewritten:
     if by_id:
         assert bound.unit is not None
         projections.append(f"{_sql(total(bound.unit))} AS {build.UNIT}")
-        projections.append(f"HASH({BASE}) AS {build.ROW_HASH}")
+        # The hash of the whole row: of the private table's row and of every joined row.
+        projections.append(f"HASH({', '.join(bound.hashed)}) AS {build.ROW_HASH}")
     elif any(prep.needs_unit for prep in plan.prepared):
         projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
         projections.append(f"TRUE AS {build.ROW}")
-    src = f"SELECT {', '.join(projections)} FROM {_sql(bound.relation)} AS {BASE}"
+    src = f"SELECT {', '.join(projections)} FROM {bound.from_sql}"
     if bound.where:
         src += " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where)
     if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit

@@ -56,7 +56,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
 from dpsql.sql.build import RAW
-from dpsql.sql.keywords import OPTION_KEYS
+from dpsql.sql.keywords import JOIN_OPTIONS, OPTION_KEYS
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
@@ -212,6 +212,7 @@ class Prepared(abc.ABC):
 COMMON_OPTIONS: frozenset[str] = frozenset({
     "epsilon", "delta", "rho", "confidence", "keys", "mechanism",
     "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
+    *JOIN_OPTIONS,
 })
 
 #: The value of ``mechanism`` that asks for each statistic's default mechanism.

@@ -47,8 +47,9 @@ import typing as t
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpsql.errors import PolicyError
+from dpsql.errors import Error, PolicyError
 from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.joins import Truncation, parse_truncation
 
 NEIGHBOURING = ("add_remove", "replace")
 
@@ -85,6 +86,11 @@ class TablePolicy:
     #: (None: ``max_rows_per_unit``)
     max_rows_per_group_per_unit: int | None = None
     columns: dict[str, ColumnPolicy] = field(default_factory=dict)
+    #: id units: the name of the individuals the unit column identifies; tables with the same
+    #: ``unit_name`` identify the same individuals (and may be joined on their unit columns)
+    unit_name: str | None = None
+    #: private joins: the truncation strategy of this table's side (a query option overrides it)
+    join_truncation: Truncation | None = None
 
     def column(self, name: str) -> ColumnPolicy:
         return self.columns.get(name.lower(), ColumnPolicy())
@@ -192,7 +198,7 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
     where = f"tables.{name}"
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
-    unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns"}
+    unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "unit_name", "join_truncation"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     public = spec.get("public", False)
@@ -219,6 +225,20 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
     if not isinstance(cols, dict):
         raise PolicyError(f"{where}.columns must be a table")
     columns = {c.lower(): _column(name, c, s) for c, s in cols.items()}
+    unit_name = spec.get("unit_name")
+    if unit_name is not None and (not isinstance(unit_name, str) or not unit_name.strip()):
+        raise PolicyError(f"{where}.unit_name must be a name, such as 'patient'")
+    if unit_name is not None and unit.lower() == "row":
+        raise PolicyError(f"{where}.unit_name: table {name}'s privacy unit is a row; unit_name names "
+                          "the individuals of an id privacy unit")
+    truncation = spec.get("join_truncation")
+    if truncation is not None:
+        if not isinstance(truncation, str):
+            raise PolicyError(f"{where}.join_truncation must be 'drop_excess(k)' or 'drop_non_unique'")
+        try:
+            truncation = parse_truncation(truncation, f"{where}.join_truncation")
+        except Error as err:
+            raise PolicyError(str(err)) from None
     return TablePolicy(
         name=name.lower(),
         public=public,
@@ -227,6 +247,8 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
         max_groups_per_unit=groups,
         max_rows_per_group_per_unit=per_group,
         columns=columns,
+        unit_name=unit_name.strip().lower() if unit_name else None,
+        join_truncation=truncation,
     )
 
 

@@ -80,6 +80,19 @@ class UnitBounds:
     group_size: int = 1
     #: for each bound in force, where it came from: "policy", "query" or "default"
     sources: t.Mapping[str, str] = field(default_factory=dict)
+    #: a row unit read through joins or flat maps: the rows of the joined relation one
+    #: protected change alters (m times the factors; dpsql.privacy.joins), else None
+    joined_rows: int | None = None
+    #: what each join and flat map did (EXPLAIN)
+    steps: tuple[str, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        """Rows one protected change alters, before the group size: k (id units, after
+        truncation), or m times the join and flat-map factors (row units)."""
+        if self.joined_rows is not None and not self.by_id:
+            return self.joined_rows
+        return self.max_rows
 
     @property
     def by_id(self) -> bool:
@@ -96,27 +109,27 @@ class UnitBounds:
         """The L1 multiplier of per-row sensitivities: k, or r·g (times the group size)."""
         if self.max_groups is not None and self.max_rows_per_group is not None:
             return self.group_size * self.max_rows_per_group * self.max_groups
-        return self.group_size * self.max_rows
+        return self.group_size * self.rows
 
     @property
     def l2(self) -> float:
         """The L2 multiplier of per-row sensitivities: k, or r·√g (times the group size)."""
         if self.max_groups is not None and self.max_rows_per_group is not None:
             return self.group_size * self.max_rows_per_group * math.sqrt(self.max_groups)
-        return float(self.group_size * self.max_rows)
+        return float(self.group_size * self.rows)
 
     @property
     def reach(self) -> int:
         """The most groups one protected change can reach: s·g, or s·k (rows: m·s)."""
         if self.max_groups is not None:
             return self.group_size * self.max_groups
-        return self.group_size * self.max_rows
+        return self.group_size * self.rows
 
     @property
     def per_group(self) -> int:
         """The most one protected change moves one group's key count: s units (an id unit,
         whose keys count units), or m·s rows (a row unit, whose keys count rows)."""
-        return self.group_size if self.by_id else self.group_size * self.max_rows
+        return self.group_size if self.by_id else self.group_size * self.rows
 
     @property
     def note(self) -> str:
@@ -137,12 +150,16 @@ class UnitBounds:
             line = f"privacy unit: a row ({rows}); no truncation"
             if self.group_size > 1:
                 line += f"; group privacy: {self.group_size} units"
-            return [line]
+            lines = [line, *self.steps]
+            if self.joined_rows is not None:
+                lines.append(f"rows one protected change alters after the joins and flat maps: {self.joined_rows}; "
+                             f"sensitivity multiplier × {_num(self.l1)}")
+            return lines
 
         def said(name: str, value: int | None) -> str:
             return f"{name} = {value} ({_source_text(self.sources.get(name, POLICY))})"
 
-        lines = [f"privacy unit: {self.unit} (all rows of one {self.unit})"]
+        lines = [f"privacy unit: {self.unit} (all rows of one {self.unit})", *self.steps]
         if self.max_groups is not None:
             lines.append(f"bounds: {said('max_groups_per_unit', self.max_groups)}, "
                          f"{said('max_rows_per_group_per_unit', self.max_rows_per_group)}")

@@ -33,12 +33,13 @@ from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
+from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
+from dpsql.sql.relation import Relation
 from dpsql.sql.scope import (
     Catalog,
-    Relation,
     check_reserved,
     real_tables,
-    resolve_chain,
+    resolve_select_from,
     with_env,
 )
 from dpsql.sql.statistics import Statistic
@@ -64,6 +65,8 @@ class BoundAggregate:
     column: str | None = None
     #: DuckDB type of that column (lets the rewrite clip without casting)
     column_type: str | None = None
+    #: the policy table that column belongs to (the private table, or a joined one)
+    column_table: str | None = None
     #: DP_AGG: the aggregate run per chunk, over the source columns ``inner_args`` name
     inner: exp.Expression | None = None
     #: DP_AGG: (source column name, expression over ``__t``) for each argument of ``inner``
@@ -115,12 +118,29 @@ class Bound:
     unit: exp.Expression | None = None
     #: whether ``relation`` is a per-unit subquery (one row per privacy unit)
     per_unit: bool = False
+    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins)
+    joins: list[str] = field(default_factory=list)
+    #: the reserved aliases whose rows together identify one row (the row hash)
+    hashed: tuple[str, ...] = (BASE,)
+    #: whether a join or flat map is in the FROM chain
+    joined: bool = False
+    #: row units: rows of the joined relation one protected change alters (None: no join)
+    joined_rows: int | None = None
+    #: EXPLAIN lines on the joins and flat maps
+    join_steps: list[str] = field(default_factory=list)
 
     @property
     def filtered(self) -> bool:
         """Whether some WHERE, at any level of the FROM chain, can drop a row (a per-unit
-        subquery counts as one: its rows are units, not the table's rows)."""
-        return bool(self.where) or self.per_unit
+        subquery counts as one: its rows are units, not the table's rows; so does a join,
+        which can drop or multiply rows)."""
+        return bool(self.where) or self.per_unit or self.joined
+
+    @property
+    def from_sql(self) -> str:
+        """The FROM clause of the statistics query: ``relation AS __t`` and the joins."""
+        assert self.relation is not None
+        return " ".join([f"{self.relation.sql(dialect='duckdb')} AS {BASE}", *self.joins])
 
 
 def _label(node: exp.Expression) -> str:
@@ -133,11 +153,6 @@ def _refuse(msg: str) -> t.NoReturn:
     raise PrivacyError(msg)
 
 
-def qualified(table: TablePolicy, database: str | None) -> exp.Table:
-    """The policy's table by its full name: database (when known), schema and name, quoted."""
-    return exp.table_(table.table_name, db=table.schema, catalog=database, quoted=True)
-
-
 def bind(
     parsed: DPQuery,
     policy: Policy,
@@ -145,11 +160,13 @@ def bind(
     *,
     database: str | None = None,
     describe: Describe | None = None,
+    read_public: ReadPublic | None = None,
 ) -> Bound:
     """Bind ``parsed`` (from :func:`dpsql.sql.dialect.parse`) or raise a dpsql error.
 
     ``database`` is the DuckDB catalog the tables live in (their names are qualified with it);
-    ``describe`` gives the types of GROUP BY expressions that are not plain columns.
+    ``describe`` gives the types of GROUP BY expressions that are not plain columns;
+    ``read_public`` runs a query on public tables (a public join's key multiplicity).
     """
     options = parse_options(parsed.option_items())
     query = parsed.this
@@ -185,27 +202,29 @@ def bind(
             f"set operations (UNION, INTERSECT, EXCEPT) over private table {private[0]} are not allowed"
             if private else "DP aggregates must be in a single SELECT"
         )
-    return _bind_select(query, options, explain, policy, catalog, database, describe)
+    return _bind_select(query, options, explain, policy, catalog, database, describe, read_public)
 
 
 # ---------------------------------------------------------------------------------------------
 # DP SELECT
 
 #: Clauses the DP SELECT may use; any other clause is refused by name.
-_TOP_ARGS = {"expressions", "from_", "where", "group", "having", "order", "limit", "offset", "with_"}
+_TOP_ARGS = {"expressions", "from_", "where", "group", "having", "order", "limit", "offset", "with_", "joins"}
 _CLAUSE = {"distinct": "SELECT DISTINCT", "joins": "JOIN", "laterals": "LATERAL",
            "qualify": "QUALIFY", "windows": "WINDOW", "sample": "USING SAMPLE", "pivots": "PIVOT"}
 
 
 def _bind_select(
     select: exp.Select, options: Options, explain: bool, policy: Policy, catalog: Catalog,
-    database: str | None, describe: Describe | None,
+    database: str | None, describe: Describe | None, read_public: ReadPublic | None = None,
 ) -> Bound:
     env, _ = with_env(select, (), catalog, policy)
     from_ = select.args.get("from_")
     if from_ is None:
         _refuse("a DP query needs a FROM clause")
-    rel = resolve_chain(from_.this, env, policy, catalog, database=database)
+    jc = JoinContext(options, read_public, database)
+    rel = resolve_select_from(select, env, policy, catalog, database=database, jc=jc)
+    check_used(rel, options)
     for key, value in select.args.items():
         if value and key not in _TOP_ARGS:
             what = _CLAUSE.get(key, key.upper())
@@ -231,12 +250,13 @@ def _bind_select(
     types = catalog(rel.table.name) or {}
     for agg in aggregates:
         if agg.column is not None:
-            agg.column_type = types.get(agg.column)
+            agg.column_type = (catalog(agg.column_table or rel.table.name) or {}).get(agg.column)
     check_argument_types(aggregates)
     user_groups, group_by = _group_exprs(select, rel)
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)
-    group_types = _group_types(group_by, group_columns, types, relation, describe)
+    from_sql = " ".join([f"{relation.sql(dialect='duckdb')} AS {BASE}", *rel.joins])
+    group_types = _group_types(group_by, group_columns, types, from_sql, describe)
 
     outer, names = build_outer(select, index_of, user_groups, rel)
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
@@ -259,12 +279,17 @@ def _bind_select(
         outer_columns=[p.this.name for p in outer.expressions] if trivial else None,
         unit=rel.unit,
         per_unit=rel.per_unit,
+        joins=list(rel.joins),
+        hashed=rel.hashed,
+        joined=rel.joined,
+        joined_rows=rel.rows if rel.joined and rel.table.privacy_unit == "row" else None,
+        join_steps=list(rel.steps),
     )
 
 
 def _group_types(
     group_by: list[exp.Expression], columns: list[str | None], types: dict[str, str],
-    relation: exp.Table, describe: Describe | None,
+    from_sql: str, describe: Describe | None,
 ) -> list[str]:
     out = [types.get(c, "") if c else "" for c in columns]
     missing = [j for j, ty in enumerate(out) if not ty]
@@ -272,7 +297,7 @@ def _group_types(
         from dpsql.sql.total import total
 
         exprs = ", ".join(total(group_by[j]).sql(dialect="duckdb") for j in missing)
-        found = describe(f"SELECT {exprs} FROM {relation.sql(dialect='duckdb')} AS {BASE}")
+        found = describe(f"SELECT {exprs} FROM {from_sql}")
         for j, ty in zip(missing, found):
             out[j] = ty
     return [ty or "VARCHAR" for ty in out]
@@ -300,7 +325,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
     arg = node.this if not isinstance(node.this, exp.Star) else None
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
     upper = _literal_number(node.args.get("upper"), f"the upper bound of {label}")
-    inner, inner_args, column = None, [], None
+    inner, inner_args, column, column_table = None, [], None, None
     distinct = distinct_unit = False
     if isinstance(node, DPAgg):
         inner, inner_args = _bind_dp_agg(node, rel, index)
@@ -311,7 +336,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
                 _refuse(f"{label}: DISTINCT is supported in DP_COUNT(DISTINCT x) only")
             distinct, arg = True, arg.expressions[0]
         arg = rel.substitute(arg, label)
-        column = rel.base_column(arg)
+        owner = rel.owner(arg)
+        column, column_table = (owner[1], owner[0].name) if owner else (None, None)
         distinct_unit = distinct and rel.unit is not None and \
             arg.sql(dialect="duckdb") == rel.unit.sql(dialect="duckdb")
     if lower is not None and upper is not None and not lower < upper:
@@ -320,7 +346,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
         if bound is not None and not math.isfinite(bound):
             _refuse(f"{label}: the {what} bound must be a finite number, got {bound:g}")
     if lower is None and arg is not None and node.statistic is not Statistic.COUNT:
-        bounds = rel.table.column(column).bounds if column else None
+        owner_table = rel.owner(arg)
+        bounds = owner_table[0].column(column).bounds if column and owner_table else None
         if bounds is None:
             what = f"column {node.this.name}" if isinstance(node.this, exp.Column) else "the expression"
             raise PrivacyError(
@@ -336,7 +363,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
     else:
         quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
-                          inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit)
+                          inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit,
+                          column_table=column_table)
 
 
 #: The literal (second) argument of these is a quantile, not a value.

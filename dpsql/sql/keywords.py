@@ -15,7 +15,13 @@ DP_FUNCTION_NAMES: tuple[str, ...] = (
 OPTION_KEYS: tuple[str, ...] = (
     "mechanism", "epsilon", "delta", "rho", "bound", "chunks", "confidence", "keys", "aggregator",
     "noise", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
+    *("max_rows", "max_join_rows", "join_truncation", "left_truncation", "right_truncation"),
 )
+
+#: Options of joins and flat maps (see dpsql.privacy.joins): a flat map's rows per input row,
+#: a public join's rows per key, and the truncation strategies of a private join's sides.
+JOIN_OPTIONS: tuple[str, ...] = ("max_rows", "max_join_rows", "join_truncation", "left_truncation",
+                                 "right_truncation")
 
 AGGREGATORS = ("mean", "winsorized")
 SMOOTH_NOISE = ("laplace", "cauchy")

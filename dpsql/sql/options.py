@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.errors import OptionError
+from dpsql.privacy.joins import MAX_FACTOR, Truncation, parse_truncation
 from dpsql.privacy.policy import UNIT_BOUNDS
 from dpsql.sql.keywords import AGGREGATORS, OPTION_KEYS, SMOOTH_NOISE
 from dpsql.sql.suggest import did_you_mean
@@ -47,6 +48,12 @@ class Options:
     max_rows_per_unit: int | None = None
     max_groups_per_unit: int | None = None
     max_rows_per_group_per_unit: int | None = None
+    #: joins and flat maps (see dpsql.privacy.joins)
+    max_rows: int | None = None
+    max_join_rows: int | None = None
+    join_truncation: Truncation | None = None
+    left_truncation: Truncation | None = None
+    right_truncation: Truncation | None = None
     given: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -195,6 +202,13 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = _keys(node)
         elif key in UNIT_BOUNDS:
             values[key] = _integer(key, node, 1, MAX_UNIT_BOUND)
+        elif key in ("max_rows", "max_join_rows"):
+            values[key] = _integer(key, node, 1, MAX_FACTOR)
+        elif key.endswith("_truncation"):
+            word = node.this if isinstance(node, exp.Literal) and node.is_string else None
+            if word is None:
+                raise OptionError(f"option '{key}' must be a string such as 'drop_excess(2)' or 'drop_non_unique'")
+            values[key] = parse_truncation(word, f"option '{key}'")
         else:
             known = ", ".join(OPTION_KEYS)
             raise OptionError(f"unknown option '{raw_key}'{did_you_mean(raw_key, OPTION_KEYS)} (known: {known})")

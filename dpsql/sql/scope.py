@@ -24,8 +24,9 @@ from sqlglot import exp
 
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
-from dpsql.sql.allow import check_rowwise
 from dpsql.sql.build import BASE, RESERVED_PREFIX
+from dpsql.sql.joins import JoinContext, flat_map, resolve_from
+from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
@@ -159,82 +160,15 @@ def _declared(table: exp.Table, policy: Policy, catalog: Catalog) -> TablePolicy
 # The FROM chain of a DP query
 
 
-@dataclass
-class Relation:
-    """A private table seen through row-wise CTEs and subqueries, inlined."""
-
-    table: TablePolicy
-    #: output column name -> expression over ``__t`` columns (``None``: the name is ambiguous)
-    columns: dict[str, exp.Expression | None]
-    #: the name columns may be qualified with (the alias, or the table's or CTE's name)
-    alias: str | None
-    #: every WHERE of every level, over ``__t`` columns
-    where: list[exp.Expression] = field(default_factory=list)
-    #: what ``__t`` is: ``None`` for the base table itself, else a derived FROM item (the
-    #: subquery of a per-unit level, one row per privacy unit)
-    source: exp.Expression | None = None
-    #: the privacy unit as an expression over ``__t`` (``None`` for row-level privacy)
-    unit: exp.Expression | None = None
-
-    @property
-    def per_unit(self) -> bool:
-        """Whether each row is one privacy unit (a GROUP BY of the unit below)."""
-        return self.source is not None
-
-    def carried(self, columns: dict[str, exp.Expression | None], alias: str | None,
-                where: list[exp.Expression]) -> "Relation":
-        """A relation over the same ``__t`` (same table, source and unit) with other columns."""
-        return Relation(self.table, columns, alias, where, self.source, self.unit)
-
-    def base_column(self, expr: exp.Expression | None) -> str | None:
-        """The policy column an inlined expression reads directly (for bounds and keys)."""
-        return base_column(expr) if self.source is None else None
-
-    def column(self, col: exp.Column, where: str) -> exp.Expression:
-        """The expression over ``__t`` that a column reference of the next level up stands for."""
-        qual = col.table.lower() if col.table else None
-        if qual and qual != self.alias:
-            raise BindError(f"unknown table or alias {col.table} in {col.sql(dialect='duckdb')}")
-        name = col.name.lower()
-        if name not in self.columns:
-            raise BindError(f"column {col.name} does not exist in {self.table.name}"
-                            + did_you_mean(col.name, [c for c in self.columns if not c.startswith("__")]))
-        expr = self.columns[name]
-        if expr is None:
-            raise BindError(f"column {col.name} is ambiguous in {where}: more than one column has that name")
-        return expr.copy()
-
-    def substitute(self, node: exp.Expression, where: str) -> exp.Expression:
-        """Check ``node`` against the allowlist and rewrite its columns over ``__t``."""
-        check_rowwise(node, where, self.table.name)
-
-        def swap(n: exp.Expression) -> exp.Expression:
-            if isinstance(n, exp.Column):
-                value = self.column(n, where)
-                return value if isinstance(value, (exp.Column, exp.Literal)) else exp.Paren(this=value)
-            return n
-
-        return node.copy().transform(swap, copy=False)
-
-
-def base_column(expr: exp.Expression | None) -> str | None:
-    """The base table column an inlined expression reads directly (for policy bounds and keys)."""
-    while isinstance(expr, exp.Paren):
-        expr = expr.this
-    if isinstance(expr, exp.Column) and expr.table == BASE:
-        return expr.name
-    return None
-
-
 #: SELECT clauses a row-wise level of the FROM chain may use.
-_ROWWISE_ARGS = {"expressions", "from_", "where", "with_"}
+_ROWWISE_ARGS = {"expressions", "from_", "where", "with_", "joins"}
 _CLAUSE = {"group": "GROUP BY", "order": "ORDER BY", "joins": "JOIN", "laterals": "LATERAL",
            "distinct": "DISTINCT", "sample": "TABLESAMPLE", "pivots": "PIVOT", "windows": "WINDOW"}
 
 
 def resolve_chain(
     item: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int = 0,
-    database: str | None = None,
+    database: str | None = None, jc: JoinContext | None = None,
 ) -> Relation:
     """Resolve a FROM item of a DP query (a table, CTE or subquery) into a :class:`Relation`."""
     if depth > MAX_DEPTH:
@@ -246,19 +180,29 @@ def resolve_chain(
         alias = _alias(item) or name
         cte = None if item.args.get("db") else _lookup(env, name)
         if cte is not None:
-            inner = _rowwise(cte.body, cte.env, policy, catalog, depth + 1, database)
+            inner = _rowwise(cte.body, cte.env, policy, catalog, depth + 1, database, jc)
             return inner.carried(inner.columns, alias, inner.where)
         tp = _declared(item, policy, catalog)
         cols = catalog(tp.name) or {}
         unit = None if tp.privacy_unit == "row" else exp.column(tp.privacy_unit, table=BASE, quoted=True)
-        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit)
+        # A row unit: one protected change is max_rows_per_unit rows (AddMaxRows(m)).
+        rows = tp.max_rows_per_unit if tp.privacy_unit == "row" else 1
+        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows)
     if isinstance(item, exp.Subquery):
         _no_operators(item)
-        inner = _rowwise(item.this, env, policy, catalog, depth + 1, database)
+        inner = _rowwise(item.this, env, policy, catalog, depth + 1, database, jc)
         return inner.carried(inner.columns, _alias(item), inner.where)
     if isinstance(item, exp.Lateral):
         _refuse("LATERAL is not supported in a DP query")
     _refuse(f"unsupported FROM item in a DP query: {item.sql(dialect='duckdb')[:60]}")
+
+
+def resolve_select_from(query: exp.Select, env: Env, policy: Policy, catalog: Catalog, depth: int = 0,
+                        database: str | None = None, jc: JoinContext | None = None) -> Relation:
+    """The FROM clause of ``query`` (its FROM item and JOINs) as one :class:`Relation`."""
+    return resolve_from(
+        query, lambda item: resolve_chain(item, env, policy, catalog, depth, database, jc),
+        lambda table: _declared(table, policy, catalog), catalog, jc)
 
 
 def _alias(item: exp.Expression) -> str | None:
@@ -283,7 +227,7 @@ def _no_operators(item: exp.Expression) -> None:
 
 
 def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, depth: int,
-             database: str | None) -> Relation:
+             database: str | None, jc: JoinContext | None = None) -> Relation:
     """A row-wise SELECT between the private table and its DP aggregates."""
     if not isinstance(query, exp.Select):
         names = ", ".join(sorted({tb.name for tb in query.find_all(exp.Table)})) or "a private table"
@@ -293,7 +237,7 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
     from_ = query.args.get("from_")
     if from_ is None:
         _refuse("a subquery in the FROM chain needs a FROM clause")
-    inner = resolve_chain(from_.this, env, policy, catalog, depth, database)
+    inner = resolve_select_from(query, env, policy, catalog, depth, database, jc)
     if query.args.get("group"):
         return _per_unit(query, inner, database)
     for key, value in query.args.items():
@@ -309,7 +253,21 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
     def put(name: str, expr: exp.Expression | None) -> None:
         columns[name] = None if name in columns else expr
 
+    unnests = [p for p in query.expressions if isinstance(p.this if isinstance(p, exp.Alias) else p,
+                                                          (exp.Unnest, exp.Explode))]
+    if len(unnests) > 1:
+        _refuse("one unnest() per SELECT is supported in a DP query")
+    if unnests:  # a flat map: the level's rows are (row, element) pairs
+        proj = unnests[0]
+        call = proj.this if isinstance(proj, exp.Alias) else proj
+        args = list(call.expressions) if isinstance(call, exp.Unnest) else [call.this]
+        name = proj.alias_or_name.lower() if isinstance(proj, exp.Alias) else "unnest"
+        inner = flat_map(inner, args, None, jc, "unnest()", column=f"__unnest_{id(proj)}")
+        element = inner.columns.pop(f"__unnest_{id(proj)}")
     for proj in query.expressions:
+        if unnests and proj is unnests[0]:
+            put(name, element)
+            continue
         if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
             for name, expr in _star(proj, inner).items():
                 put(name, expr)
@@ -337,6 +295,9 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
                 "its privacy unit is a row")
     if inner.per_unit:
         _refuse(f"{where_} groups by {inner.table.privacy_unit} twice")
+    if inner.joined:
+        _refuse(f"{where_} that groups by {inner.table.privacy_unit} cannot read a join or unnest(); "
+                "join after the per-unit subquery, or aggregate the joined rows directly")
     for key, value in query.args.items():
         if value and key not in _ROWWISE_ARGS | {"group"}:
             _refuse(f"{where_} that groups by {inner.table.privacy_unit} may not use "
@@ -368,7 +329,8 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     sub = exp.select(*selects).from_(exp.alias_(base, BASE, table=True)).group_by(total(inner.unit))
     for w in where:
         sub = sub.where(total(w))
-    return Relation(inner.table, out_cols, None, [], exp.Subquery(this=sub), exp.column("__p0", table=BASE))
+    return Relation(inner.table, out_cols, None, [], exp.Subquery(this=sub), exp.column("__p0", table=BASE),
+                    per_unit=True)
 
 
 def _unit_aggregate(value: exp.Expression, inner: Relation) -> exp.Expression:
@@ -414,12 +376,15 @@ def _unit_aggregate(value: exp.Expression, inner: Relation) -> exp.Expression:
 def _star(proj: exp.Expression, inner: Relation) -> dict[str, exp.Expression | None]:
     """``*``, ``t.*``, ``* EXCLUDE (...)`` and ``* REPLACE (... AS c)`` over the level below."""
     star = proj if isinstance(proj, exp.Star) else proj.this
-    if isinstance(proj, exp.Column) and proj.table.lower() != inner.alias:
+    columns = inner.columns
+    if isinstance(proj, exp.Column) and inner.scopes is not None and proj.table.lower() in inner.scopes:
+        columns = inner.scopes[proj.table.lower()]
+    elif isinstance(proj, exp.Column) and proj.table.lower() != inner.alias:
         raise BindError(f"unknown table or alias {proj.table} in {proj.sql(dialect='duckdb')}")
     for key, value in star.args.items():
         if value and key not in ("except_", "replace"):
             _refuse(f"* {key.upper()} is not supported in a DP query over {inner.table.name}")
-    out = dict(inner.columns)
+    out = dict(columns)
     for col in star.args.get("except_") or []:
         name = col.name.lower()
         if not isinstance(col, exp.Column) or name not in out:

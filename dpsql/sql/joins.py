@@ -1,0 +1,493 @@
+"""Joins and flat maps in the FROM clause of a DP query, bound and bounded (seed 004, SPEC §6).
+
+:func:`resolve_from` binds a SELECT's FROM item and its JOINs into one :class:`Relation`. What is
+allowed, and the sensitivity factor of each (see :mod:`dpsql.privacy.joins` for the proofs):
+
+* ``JOIN`` / ``LEFT JOIN`` a **public** table on equalities ``private_expr = public.column``:
+  × M, the most rows of the public table per key, read from the public table when the query is
+  planned or given by ``max_join_rows``. The rewrite keeps at most M rows per key of the public
+  table (the M of smallest row hash), so M holds whatever the table holds at run time.
+* ``SEMI JOIN`` / ``ANTI JOIN`` a public table: a filter, no factor.
+* ``CROSS JOIN UNNEST(list)`` (and ``, UNNEST(list)``), and ``unnest(list)`` in the select list of
+  a level of the chain: × F, the most elements kept per row: a slice written in the query
+  (``list[1:3]``, ``list_slice(list, 1, 3)``) or the option ``max_rows``; the rewrite cuts each
+  list to F elements. ``list`` is a list column or ``string_split`` / ``regexp_split_to_array`` of
+  an allowed expression.
+* ``JOIN`` another **private** table (row privacy units): each side truncated on its join key
+  by a strategy (query options ``left_truncation``, ``right_truncation`` or
+  ``join_truncation``; else the tables' ``join_truncation`` in the policy), in the rewritten
+  SQL; rows per change ``T_l·S_r·R_r + T_r·S_l·R_l``.
+* ``JOIN`` a private table with the same **id privacy unit** (policy ``unit_name``) on the unit
+  columns: the joined rows keep the unit, and the per-unit truncation after the joins bounds
+  them; no factor, no strategy.
+
+Everything else is refused, with the fix: cross joins with tables, non-equality conditions,
+RIGHT and FULL joins, LATERAL, USING of different names, joins of two private tables without
+strategies, joins of different id units.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from dpsql.errors import BindError, OptionError, PrivacyError
+from dpsql.privacy.joins import Truncation, private_join_rows
+from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql.allow import check_rowwise
+from dpsql.sql.build import BASE
+from dpsql.sql.relation import Columns, Relation
+from dpsql.sql.total import total
+
+if t.TYPE_CHECKING:
+    from dpsql.sql.options import Options
+
+ReadPublic = t.Callable[[str], "list[tuple[t.Any, ...]]"]
+"""``read_public(sql) -> rows`` of a query that reads public tables only."""
+
+
+def _refuse(msg: str) -> t.NoReturn:
+    raise PrivacyError(msg)
+
+
+def _sql(node: exp.Expression) -> str:
+    return node.sql(dialect="duckdb")
+
+
+@dataclass
+class JoinContext:
+    """What binding a FROM clause with joins needs beyond the policy and the catalog."""
+
+    options: "Options"
+    read_public: ReadPublic | None = None
+    database: str | None = None
+    #: the next number of a reserved join or flat-map alias (``__j1``, ``__f1``, ...)
+    counter: list[int] = field(default_factory=lambda: [0])
+
+    def alias(self, prefix: str) -> str:
+        self.counter[0] += 1
+        return f"__{prefix}{self.counter[0]}"
+
+
+Resolve = t.Callable[[exp.Expression], Relation]
+Declared = t.Callable[[exp.Table], TablePolicy]
+Catalog = t.Callable[[str], "dict[str, str] | None"]
+
+
+def qualified(table: TablePolicy, database: str | None) -> exp.Table:
+    """The policy's table by its full name: database (when known), schema and name, quoted."""
+    return exp.table_(table.table_name, db=table.schema, catalog=database, quoted=True)
+
+
+def resolve_from(select: exp.Select, resolve: Resolve, declared: Declared, catalog: Catalog,
+                 jc: JoinContext | None) -> Relation:
+    """The FROM item of ``select`` and its JOINs as one relation (``resolve`` binds one item)."""
+    from_ = select.args["from_"]
+    joins = select.args.get("joins") or []
+    if select.args.get("laterals"):
+        _refuse("LATERAL JOIN is not supported in a DP query: a subquery per private row could multiply it")
+    first = from_.this
+    if joins and isinstance(first, exp.Table) and _is_public(first, declared):
+        # ``public JOIN private``: an inner join is symmetric; read it from the private side.
+        join = joins[0]
+        if join.side or join.kind or not isinstance(join.this, (exp.Table, exp.Subquery)):
+            _refuse(f"put the private table first: {_sql(first)} is public, and only INNER JOIN may "
+                    "start from it")
+        swapped = exp.Join(this=first.copy(), on=join.args.get("on"), using=join.args.get("using"))
+        first, joins = join.this, [swapped, *joins[1:]]
+    rel = resolve(first)
+    if not joins:
+        return rel
+    if jc is None:
+        _refuse("JOIN is not supported here")
+    if rel.per_unit:
+        _refuse(f"a subquery that groups {rel.table.name} by its privacy unit cannot be joined; "
+                "join first, then group by the unit")
+    scopes: dict[str, Columns] = {rel.alias or rel.table.name: dict(rel.columns)}
+    rel = replace(rel, scopes=scopes, columns=dict(rel.columns), joined=True)
+    for join in joins:
+        rel = _join(rel, join, resolve, declared, catalog, jc)
+    return rel
+
+
+def _is_public(table: exp.Table, declared: Declared) -> bool:
+    try:
+        return declared(table).public
+    except (BindError, PrivacyError):
+        return False
+
+
+def _add_scope(rel: Relation, alias: str, columns: Columns) -> None:
+    assert rel.scopes is not None
+    if alias in rel.scopes:
+        raise BindError(f"the name {alias} is used twice in one FROM clause; give one an alias")
+    rel.scopes[alias] = columns
+    for name, expr in columns.items():
+        rel.columns[name] = None if name in rel.columns else expr
+
+
+def _join(rel: Relation, join: exp.Join, resolve: Resolve, declared: Declared, catalog: Catalog,
+          jc: JoinContext) -> Relation:
+    item = join.this
+    kind, side = (join.kind or "").upper(), (join.side or "").upper()
+    if isinstance(item, exp.Unnest):
+        if side or kind not in ("", "CROSS") or join.args.get("on") or join.args.get("using"):
+            _refuse("a flat map is written CROSS JOIN UNNEST(list) AS name(column)")
+        return flat_map(rel, item.expressions, item.args.get("alias"), jc, "unnest()")
+    if isinstance(item, exp.Lateral) or kind == "LATERAL":
+        _refuse("LATERAL JOIN is not supported in a DP query: a subquery per private row could multiply it")
+    if join.args.get("method"):
+        method = str(join.args["method"]).upper()
+        _refuse(f"{method} JOIN is not supported in a DP query; join on equal keys with JOIN ... ON a = b")
+    if not isinstance(item, exp.Table):
+        _refuse(f"join a table by its name, not {_sql(item)[:60]}: subqueries and table functions "
+                "cannot be joined in a DP query")
+    if not isinstance(item.this, exp.Identifier):
+        _refuse(f"table function {_sql(item.this)[:60]} is not allowed in dpsql queries")
+    if side in ("RIGHT", "FULL"):
+        _refuse(f"{side} JOIN is not supported in a DP query: it keeps rows of {item.name} that match no "
+                "private row; put the private table first and use JOIN or LEFT JOIN")
+    if kind == "CROSS" or (not join.args.get("on") and not join.args.get("using")):
+        _refuse(f"a CROSS JOIN (a JOIN without ON) with {item.name} is not allowed in a DP query: it "
+                "multiplies every private row; join on keys with ON a = b")
+    if kind not in ("", "INNER", "OUTER", "SEMI", "ANTI"):
+        _refuse(f"{kind} JOIN is not supported in a DP query")
+    tp = declared(item)
+    alias = (item.alias_or_name or item.name).lower()
+    if item.args.get("alias") is not None and item.args["alias"].args.get("columns"):
+        _refuse(f"column aliases on {item.name} are not supported in a DP query")
+    if tp.public:
+        return _public_join(rel, item, tp, alias, join, kind, side, catalog, jc)
+    if kind in ("SEMI", "ANTI"):
+        _refuse(f"{kind} JOIN with private table {tp.name} is not supported: its rows would decide "
+                "which private rows are kept; only public tables may filter a DP query this way")
+    return _private_join(rel, item, tp, alias, join, side, resolve, catalog, jc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Join conditions
+
+
+def _conditions(rel: Relation, join: exp.Join, alias: str, columns: Columns, what: str
+                ) -> list[tuple[exp.Expression, str]]:
+    """The ON (or USING) equalities as (expression over the relation so far, column of the
+    joined table); anything else is refused."""
+    using = join.args.get("using")
+    if using:
+        out = []
+        for ident in using:
+            name = ident.name.lower()
+            if name not in columns:
+                raise BindError(f"USING: column {ident.name} does not exist in {what}")
+            out.append((rel.column(exp.column(name), "USING"), name))
+        return out
+    on = join.args["on"]
+    parts = list(on.flatten()) if isinstance(on, exp.And) else [on]
+    out = []
+    for part in parts:
+        while isinstance(part, exp.Paren):
+            part = part.this
+        if not isinstance(part, exp.EQ):
+            _refuse(f"only equalities joined by AND are supported in ON of a join with {what}, not "
+                    f"{_sql(part)[:60]}; move other conditions to WHERE")
+        sides = [part.this, part.expression]
+        own = [s for s in sides if _reads_only(s, alias, columns, rel)]
+        if len(own) != 1 or not isinstance(own[0], exp.Column):
+            _refuse(f"each condition of a join with {what} must equate a column of {what} with an "
+                    f"expression of the other tables, not {_sql(part)[:60]}")
+        other = sides[1] if own[0] is sides[0] else sides[0]
+        name = own[0].name.lower()
+        out.append((rel.substitute(other, f"ON of a join with {what}"), name))
+    return out
+
+
+def _reads_only(node: exp.Expression, alias: str, columns: Columns, rel: Relation) -> bool:
+    """Whether every column of ``node`` belongs to the joined table (qualified by its alias, or
+    unqualified and not a column of the relation so far)."""
+    cols = list(node.find_all(exp.Column))
+    if not cols:
+        return False
+    for col in cols:
+        qual = col.table.lower() if col.table else None
+        if qual is not None:
+            if qual != alias:
+                return False
+        elif col.name.lower() not in columns or col.name.lower() in rel.columns:
+            return False
+    return True
+
+
+def _on(pairs: list[tuple[exp.Expression, str]], alias: str, types: dict[str, str]) -> str:
+    """``TRY_CAST(expr AS type) = alias."col" AND ...``: the private side is cast to the joined
+    column's type, so that no value can make the comparison fail."""
+    return " AND ".join(
+        f"TRY_CAST({_sql(total(expr))} AS {types.get(col, 'VARCHAR')}) = {alias}.{exp.to_identifier(col, quoted=True).sql()}"
+        for expr, col in pairs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public joins
+
+
+def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, join: exp.Join, kind: str,
+                 side: str, catalog: Catalog, jc: JoinContext) -> Relation:
+    types = catalog(tp.name) or {}
+    columns: Columns = {}
+    name = jc.alias("j")
+    for col in types:
+        columns[col] = exp.column(col, table=name, quoted=True)
+    pairs = _conditions(rel, join, alias, columns, f"public table {tp.name}")
+    table = _sql(qualified(tp, jc.database))
+    on = _on(pairs, name, types)
+    keys = ", ".join(exp.to_identifier(c, quoted=True).sql() for _, c in pairs)
+    key_text = ", ".join(c for _, c in pairs)
+    out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
+    if kind in ("SEMI", "ANTI"):
+        out.joins.append(f"{kind} JOIN {table} AS {name} ON {on}")
+        out.steps.append(f"{kind.lower()} join with public table {tp.name} on {key_text}: a filter, × 1")
+        return out
+    opts = jc.options
+    if opts.max_join_rows is not None:
+        m, source = opts.max_join_rows, "option max_join_rows"
+        out.used.add("max_join_rows")
+    else:
+        m, source = _multiplicity(table, keys, jc), f"the most rows of one key in {tp.name}, read at plan time"
+    kept = (f"(SELECT * FROM {table} AS {name} QUALIFY ROW_NUMBER() OVER (PARTITION BY {keys} "
+            f"ORDER BY HASH({name})) BETWEEN 1 AND {m})")
+    out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {kept} AS {name} ON {on}")
+    out.hashed = (*rel.hashed, name)
+    rows = max(m, 1)
+    by_id = rel.table.privacy_unit != "row"
+    effect = "truncation per unit after the join bounds it" if by_id else f"× {rows}"
+    out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with public table {tp.name} on {key_text}: at most "
+                     f"{m} rows per key ({source}; the rewritten SQL keeps at most {m}): {effect}")
+    if not by_id:
+        out.rows = rel.rows * rows
+    out.scopes = dict(rel.scopes or {})
+    out.columns = dict(rel.columns)
+    out.joined_tables = {**rel.joined_tables, name: tp}
+    _add_scope(out, alias, columns)
+    return out
+
+
+def _multiplicity(table: str, keys: str, jc: JoinContext) -> int:
+    if jc.read_public is None:
+        raise OptionError("cannot read the public table to bound the join here; give max_join_rows = n")
+    rows = jc.read_public(f"SELECT COALESCE(MAX(n), 1) FROM (SELECT COUNT(*) AS n FROM {table} GROUP BY {keys})")
+    return max(int(rows[0][0]), 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Private joins
+
+
+def _strategy(jc: JoinContext, side: str, tp: TablePolicy, rel: Relation) -> Truncation:
+    opts = jc.options
+    own = opts.left_truncation if side == "left" else opts.right_truncation
+    if own is not None:
+        rel.used.add(f"{side}_truncation")
+        return own
+    if opts.join_truncation is not None:
+        rel.used.add("join_truncation")
+        return opts.join_truncation
+    if tp.join_truncation is not None:
+        return tp.join_truncation
+    raise PrivacyError(
+        f"the join of private table {tp.name} needs a truncation strategy for each side: add "
+        f"{side}_truncation = 'drop_excess(k)' or 'drop_non_unique' (or join_truncation for both) to "
+        "WITH (...), or join_truncation to the table in the policy")
+
+
+def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, join: exp.Join, side: str,
+                  resolve: Resolve, catalog: Catalog, jc: JoinContext) -> Relation:
+    left = rel.table
+    right = resolve(item)
+    if right.per_unit or right.joins:
+        _refuse(f"private table {tp.name} can only be joined directly")
+    name = jc.alias("j")
+    right_columns: Columns = {c: _retarget(e, name) if e is not None else None for c, e in right.columns.items()}
+    pairs = _conditions(rel, join, alias, right_columns, f"private table {tp.name}")
+    types = catalog(tp.name) or {}
+    table = _sql(qualified(tp, jc.database))
+    where = " WHERE " + " AND ".join(_sql(total(w)) for w in right.where) if right.where else ""
+    on = _on(pairs, name, types)
+    keys = ", ".join(f"{BASE}.{exp.to_identifier(c, quoted=True).sql()}" for _, c in pairs)
+    key_text = ", ".join(c for _, c in pairs)
+    out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
+    by_id = left.privacy_unit != "row" or tp.privacy_unit != "row"
+    if by_id:
+        _same_unit(rel, left, tp, pairs)
+        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN (SELECT * FROM {table} AS {BASE}{where}) AS {name} ON {on}")
+        out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} on the privacy unit "
+                         f"{left.unit_name or left.privacy_unit}: the joined rows keep the unit; truncation per unit "
+                         "after the join bounds them")
+    else:
+        if rel.joins or rel.source is not None:
+            _refuse(f"a join of two private tables must come first in the FROM clause ({left.name} and {tp.name})")
+        lt, rt = _strategy(jc, "left", left, out), _strategy(jc, "right", tp, out)
+        # Partition by the values the join compares: two values that cast to one key are one key.
+        left_keys = ", ".join(f"TRY_CAST({_sql(total(e))} AS {types.get(c, 'VARCHAR')})" for e, c in pairs)
+        lsrc = f"SELECT * FROM {_sql(qualified(left, jc.database))} AS {BASE}"
+        if rel.where:
+            lsrc += " WHERE " + " AND ".join(_sql(total(w)) for w in rel.where)
+        out.source = exp.Subquery(this=exp.maybe_parse(
+            f"{lsrc} QUALIFY {_keep(lt, left_keys)}", dialect="duckdb"))
+        out.where = []
+        rsrc = f"SELECT * FROM {table} AS {BASE}{where} QUALIFY {_keep(rt, keys)}"
+        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN ({rsrc}) AS {name} ON {on}")
+        out.rows = private_join_rows(lt, rt, rel.rows, right.rows)
+        out.steps.append(
+            f"{'left ' if side == 'LEFT' else ''}join of private tables {left.name} ({lt}: T={lt.threshold}, "
+            f"S={lt.stability}) and {tp.name} ({rt}: T={rt.threshold}, S={rt.stability}) on {key_text}, both "
+            f"truncated in the rewritten SQL: rows per change T_l·S_r·R_r + T_r·S_l·R_l = {lt.threshold}·"
+            f"{rt.stability}·{right.rows} + {rt.threshold}·{lt.stability}·{rel.rows} = {out.rows}")
+    out.hashed = (*rel.hashed, name)
+    out.scopes = dict(rel.scopes or {})
+    out.columns = dict(rel.columns)
+    out.joined_tables = {**rel.joined_tables, name: tp}
+    _add_scope(out, alias, right_columns)
+    return out
+
+
+def _keep(strategy: Truncation, keys: str) -> str:
+    if strategy.name == "drop_excess":
+        return (f"ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY HASH({BASE})) "
+                f"BETWEEN 1 AND {strategy.threshold}")
+    return f"COUNT(*) OVER (PARTITION BY {keys}) = 1"
+
+
+def _same_unit(rel: Relation, left: TablePolicy, right: TablePolicy, pairs: list[tuple[exp.Expression, str]]) -> None:
+    if left.privacy_unit == "row" or right.privacy_unit == "row":
+        row = left if left.privacy_unit == "row" else right
+        _refuse(f"cannot join {left.name} and {right.name}: {row.name}'s privacy unit is a row and the "
+                "other's is an id; both must be rows (with truncation strategies) or share one id unit")
+    if left.name != right.name and (left.unit_name is None or left.unit_name != right.unit_name):
+        _refuse(f"cannot join private tables {left.name} and {right.name}: they do not share a privacy unit; "
+                f"if {left.privacy_unit} and {right.privacy_unit} identify the same individuals, give both "
+                "tables the same unit_name in the policy")
+    assert rel.unit is not None
+    unit = _sql(rel.unit)
+    if not any(_sql(e) == unit and c == right.privacy_unit for e, c in pairs):
+        _refuse(f"a join of {left.name} and {right.name} must equate their privacy units: add "
+                f"{left.privacy_unit} = {right.name}.{right.privacy_unit} to ON")
+
+
+def _retarget(expr: exp.Expression, alias: str) -> exp.Expression:
+    """``expr`` with its ``__t`` columns read from ``alias`` instead."""
+    def swap(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and n.table == BASE:
+            return exp.column(n.name, table=alias, quoted=True)
+        return n
+    return expr.copy().transform(swap, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flat maps
+
+#: Functions that turn one allowed value into a list to flat-map (DuckDB names).
+_SPLITS = (exp.Split, exp.RegexpSplit)
+_SPLIT_NAMES = {"str_split", "string_split", "string_to_array", "regexp_split_to_array",
+                "string_split_regex", "str_split_regex"}
+
+
+def flat_map(rel: Relation, args: list[exp.Expression], alias: exp.TableAlias | None, jc: JoinContext | None,
+             what: str, column: str | None = None) -> Relation:
+    """Flat-map ``rel`` by UNNEST of the one list in ``args``: a new column per element."""
+    if jc is None:
+        _refuse("unnest() is not supported here")
+    if len(args) != 1:
+        _refuse(f"{what} of one list at a time is supported in a DP query")
+    if rel.per_unit:
+        _refuse(f"{what} of a subquery that groups by the privacy unit is not supported")
+    listed, limit = _list(rel, args[0], what)
+    opts = jc.options
+    by_id = rel.table.privacy_unit != "row"
+    source = "a slice in the query" if limit is not None else ""
+    if opts.max_rows is not None and (limit is None or opts.max_rows < limit):
+        limit, source = opts.max_rows, "option max_rows"
+    if opts.max_rows is not None:
+        rel.used.add("max_rows")
+    if limit is None and not by_id:
+        _refuse(f"{what} of {_sql(args[0])[:50]} needs a bound on the rows it makes of one row: add "
+                "max_rows = n to WITH (...), or slice the list, e.g. list[1:3]")
+    name = jc.alias("f")
+    element = "__e"
+    out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used), joined=True,
+                  scopes=dict(rel.scopes or {}), columns=dict(rel.columns))
+    value = _sql(total(listed))
+    if limit is not None:
+        value = f"list_slice({value}, 1, {limit})"
+    out.joins.append(f"CROSS JOIN UNNEST({value}) AS {name}({element})")
+    out.hashed = (*rel.hashed, name)
+    if by_id:
+        out.steps.append(f"flat map unnest({_sql(args[0])[:50]}): "
+                         + (f"at most {limit} rows per row ({source}); " if limit else "")
+                         + "truncation per unit after it bounds the rows")
+    else:
+        assert limit is not None
+        out.rows = rel.rows * limit
+        out.steps.append(f"flat map unnest({_sql(args[0])[:50]}): at most {limit} rows per row ({source}; "
+                         f"the rewritten SQL keeps {limit} elements): × {limit}")
+    col = column
+    if col is None:
+        cols = alias.args.get("columns") if alias is not None else None
+        col = cols[0].name.lower() if cols else "unnest"
+    value_col = exp.column(element, table=name)
+    if column is None:
+        scope_name = alias.name.lower() if alias is not None and alias.name else name
+        _add_scope(out, scope_name, {col: value_col})
+    else:
+        out.columns[col] = value_col
+    return out
+
+
+def _list(rel: Relation, node: exp.Expression, what: str) -> tuple[exp.Expression, int | None]:
+    """The list a flat map unnests, over the reserved aliases, and the slice's length if the
+    query slices it with literal bounds."""
+    limit = None
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
+        limit = _slice_length(node.expressions[0].this, node.expressions[0].expression)
+        node = node.this
+    elif isinstance(node, exp.Anonymous) and node.name.lower() == "list_slice" and len(node.expressions) == 3:
+        limit = _slice_length(node.expressions[1], node.expressions[2])
+        node = node.expressions[0]
+    if isinstance(node, exp.Column):
+        return rel.column(node, what), limit
+    if isinstance(node, _SPLITS) or (isinstance(node, exp.Anonymous) and node.name.lower() in _SPLIT_NAMES):
+        parts = [node.this, node.expression] if isinstance(node, _SPLITS) else list(node.expressions)
+        if len(parts) != 2 or not isinstance(parts[1], exp.Literal) or not parts[1].is_string:
+            _refuse(f"{what}: split a value by a literal separator, e.g. string_split(x, ',')")
+        check_rowwise(parts[0], what, rel.table.name)
+        value = rel.substitute(parts[0], what)
+        out = node.copy()
+        if isinstance(node, _SPLITS):
+            out.set("this", value)
+        else:
+            out.set("expressions", [value, parts[1].copy()])
+        return out, limit
+    _refuse(f"{what} of {_sql(node)[:50]} is not supported: unnest a list column or string_split(x, ',')")
+
+
+def _slice_length(begin: exp.Expression | None, end: exp.Expression | None) -> int | None:
+    def lit(n: exp.Expression | None) -> int | None:
+        if isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit():
+            return int(n.this)
+        return None
+    b, e = lit(begin) if begin is not None else 1, lit(end)
+    if b is None or e is None or b < 1 or e < b:
+        return None
+    return e - b + 1
+
+
+def check_used(rel: Relation, options: "Options") -> None:
+    """Refuse a join option the FROM clause did not use: it would bound nothing."""
+    from dpsql.sql.keywords import JOIN_OPTIONS
+
+    for key in JOIN_OPTIONS:
+        if key in options.given and key not in rel.used:
+            raise OptionError(f"option '{key}' has nothing to bound: the query has no "
+                              + ("flat map (UNNEST)" if key == "max_rows" else
+                                 "join with a public table" if key == "max_join_rows" else
+                                 "join of two private tables whose privacy unit is a row"))

@@ -1,0 +1,118 @@
+"""What a DP query's aggregates read: a private table through its FROM chain, inlined.
+
+A :class:`Relation` holds every output column of a level of the FROM chain as an expression over
+reserved aliases (``__t`` for the private table's rows, ``__j1, __j2, ...`` for joined tables,
+``__f1, ...`` for flat maps), every WHERE of every level as a predicate over the same, and the
+FROM clause the rewrite emits after ``<table> AS __t``. No name a user writes reaches the
+rewritten statement: columns are resolved here, once, against the levels below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from dpsql.errors import BindError
+from dpsql.privacy.policy import TablePolicy
+from dpsql.sql.allow import check_rowwise
+from dpsql.sql.build import BASE
+from dpsql.sql.suggest import did_you_mean
+
+Columns = dict[str, exp.Expression | None]
+
+
+@dataclass
+class Relation:
+    """A private table seen through row-wise CTEs, subqueries, joins and flat maps, inlined."""
+
+    table: TablePolicy
+    #: output column name -> expression over the reserved aliases (``None``: the name is ambiguous)
+    columns: Columns
+    #: the name columns may be qualified with (the alias, or the table's or CTE's name)
+    alias: str | None
+    #: every WHERE of every level, over the reserved aliases
+    where: list[exp.Expression] = field(default_factory=list)
+    #: what ``__t`` is: ``None`` for the base table itself, else a derived FROM item (a per-unit
+    #: subquery, or the private table truncated for a private join)
+    source: exp.Expression | None = None
+    #: the privacy unit as an expression over ``__t`` (``None`` for row-level privacy)
+    unit: exp.Expression | None = None
+    #: whether each row is one privacy unit (a GROUP BY of the unit below)
+    per_unit: bool = False
+    #: the FROM clause after ``<source> AS __t``: joins and flat maps, as SQL over reserved names
+    joins: list[str] = field(default_factory=list)
+    #: the aliases whose rows together identify one row of the relation (the row hash)
+    hashed: tuple[str, ...] = (BASE,)
+    #: row units: the rows of this relation one protected change alters (m, times the factors
+    #: of flat maps and joins; see dpsql.privacy.joins). Id units truncate after the joins.
+    rows: int = 1
+    #: what each join and flat map did to the sensitivity, for EXPLAIN
+    steps: list[str] = field(default_factory=list)
+    #: a join level: qualified names (``alias.column``) of each of its FROM items
+    scopes: dict[str, Columns] | None = None
+    #: the join options the FROM clause used (an option given and unused is refused)
+    used: set[str] = field(default_factory=set)
+    #: whether a join or flat map is in the FROM chain (rows may be dropped or multiplied)
+    joined: bool = False
+    #: the policy of each joined table, by its reserved alias (bounds of its columns)
+    joined_tables: dict[str, TablePolicy] = field(default_factory=dict)
+
+    def carried(self, columns: Columns, alias: str | None, where: list[exp.Expression]) -> "Relation":
+        """A relation over the same rows (same table, source, unit and joins) with other columns."""
+        return replace(self, columns=columns, alias=alias, where=where, scopes=None)
+
+    def base_column(self, expr: exp.Expression | None) -> str | None:
+        """The policy column an inlined expression reads directly (for bounds and keys)."""
+        return base_column(expr) if not self.per_unit else None
+
+    def owner(self, expr: exp.Expression | None) -> tuple[TablePolicy, str] | None:
+        """The policy table and column an inlined expression reads directly (for bounds and
+        types): a column of the private table, or of a joined table."""
+        while isinstance(expr, exp.Paren):
+            expr = expr.this
+        if not isinstance(expr, exp.Column):
+            return None
+        if expr.table == BASE:
+            return (self.table, expr.name) if not self.per_unit else None
+        tp = self.joined_tables.get(expr.table)
+        return (tp, expr.name) if tp is not None else None
+
+    def column(self, col: exp.Column, where: str) -> exp.Expression:
+        """The expression that a column reference of the next level up stands for."""
+        qual = col.table.lower() if col.table else None
+        columns = self.columns
+        if qual and self.scopes is not None and qual in self.scopes:
+            columns = self.scopes[qual]
+        elif qual and qual != self.alias:
+            raise BindError(f"unknown table or alias {col.table} in {col.sql(dialect='duckdb')}")
+        name = col.name.lower()
+        if name not in columns:
+            raise BindError(f"column {col.name} does not exist in {qual or self.table.name}"
+                            + did_you_mean(col.name, [c for c in columns if not c.startswith("__")]))
+        expr = columns[name]
+        if expr is None:
+            raise BindError(f"column {col.name} is ambiguous in {where}: more than one column has "
+                            "that name; qualify it with its table")
+        return expr.copy()
+
+    def substitute(self, node: exp.Expression, where: str) -> exp.Expression:
+        """Check ``node`` against the allowlist and rewrite its columns over the reserved aliases."""
+        check_rowwise(node, where, self.table.name)
+
+        def swap(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column):
+                value = self.column(n, where)
+                return value if isinstance(value, (exp.Column, exp.Literal)) else exp.Paren(this=value)
+            return n
+
+        return node.copy().transform(swap, copy=False)
+
+
+def base_column(expr: exp.Expression | None) -> str | None:
+    """The base table column an inlined expression reads directly (for policy bounds and keys)."""
+    while isinstance(expr, exp.Paren):
+        expr = expr.this
+    if isinstance(expr, exp.Column) and expr.table == BASE:
+        return expr.name
+    return None
