@@ -142,9 +142,10 @@ def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list
                           "must be a name the database does not use")
     paths = "[" + ", ".join(literal(f) for f in files) + "]"
     name = f"{quote(catalog)}.{quote(tp.schema)}.{quote(tp.table_name)}"
+    temporary = "TEMPORARY " if catalog == "temp" else ""  # DuckDB's rule for the temp catalog
     try:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(tp.schema)}")
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM {readers.pop()}({paths})")
+        con.execute(f"CREATE {temporary}VIEW {name} AS SELECT * FROM {readers.pop()}({paths})")
     except duckdb.Error as err:
         # The reader sniffs the files: its message could quote a value, so it is not shown.
         raise PolicyError(f"{where}: DuckDB cannot read {shown} as table {tp.name} "

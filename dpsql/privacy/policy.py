@@ -190,12 +190,13 @@ class Policy:
         database = database.lower()
         tables: dict[str, TablePolicy] = {}
         moved = replace(self, database=database, tables=tables)
-        for key, tp in self.tables.items():
+        was: dict[str, str] = {}
+        for key, tp in sorted(self.tables.items(), key=lambda kv: kv[0].count(".")):
             new = moved.key(tp.table_name, tp.schema, tp.catalog)
             if new in tables:
-                raise PolicyError(f"tables.{key}: names the same table as tables.{tables[new].name} "
+                raise PolicyError(f"tables.{key}: names the same table as tables.{was[new]} "
                                   f"(database {database} is the connection's own)")
-            tables[new] = tp if new == key else replace(tp, name=new)
+            tables[new], was[new] = (tp if new == key else replace(tp, name=new)), key
         return moved
 
     @property
@@ -374,7 +375,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     tables_spec = data.get("tables", {})
     if not isinstance(tables_spec, dict):
         raise PolicyError("tables must be a table of table policies")
-    base = Path(source).parent if source else None
+    base = Path(os.path.abspath(source)).parent if source else None
     tables: dict[str, TablePolicy] = {}
     for n, s in tables_spec.items():
         tp = _table(n, s, base)
