@@ -392,3 +392,16 @@ def test_a_missing_database_is_not_created_even_with_sources(data: Path) -> None
     proc = dpsql_cli("nosuch.duckdb", "--policy", "p.toml", "-c", COUNT, cwd=data)
     assert proc.returncode == 1 and "database nosuch.duckdb does not exist" in proc.stderr
     assert not (data / "nosuch.duckdb").exists()
+
+
+def test_the_shells_schema_takes_any_name_of_the_table(hospital: Path) -> None:
+    from dpsql.interfaces.repl.special import dispatch
+    from dpsql.interfaces.repl.state import ReplState
+
+    with dpsql.connect(policy=hospital / "p.toml", setup=_local) as con:
+        for name in ("hospital.admissions", "hospital.main.admissions", "admissions"):
+            state = ReplState(con)
+            out: list[str] = []
+            state.emit = out.append  # type: ignore[method-assign]
+            dispatch(state, f".schema {name}")
+            assert out[0].startswith("hospital.main.admissions: private") and "[0, 100]" in out[1]
