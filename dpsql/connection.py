@@ -19,6 +19,7 @@ from dpsql.display import html_lines, html_table, render_table
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
+from dpsql.engine.sources import open_sources
 from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
@@ -89,8 +90,12 @@ class Connection:
         policy: Policy,
         ledger: Ledger,
         noise: NoiseSource | None = None,
+        located: dict[str, str] | None = None,
     ) -> None:
         self.engine = DuckDBEngine(con)
+        self.engine.located.update(located or {})
+        if policy.database is None:
+            policy = policy.in_database(self.engine.database)
         check_against_catalog(policy, self.engine.columns)
         self.policy = policy
         self.ledger = ledger
@@ -131,7 +136,8 @@ class Connection:
         return self.engine.files
 
     def columns(self, table: str) -> dict[str, str] | None:
-        """Column name (lower-case) → DuckDB type of a table in schema main, or None."""
+        """Column name (lower-case) → DuckDB type of a table (a policy key: ``name`` in schema
+        main, ``schema.name`` or ``catalog.schema.name``), or None."""
         return self.engine.columns(table)
 
     def tables(self) -> list[str]:
@@ -349,12 +355,18 @@ def connect(
             con = duckdb.connect(str(database), read_only=read_only)
         except duckdb.Error as err:
             raise Error(f"cannot open database {database}: {str(err).splitlines()[0]}") from None
-    if setup is not None:
-        setup(con)
-    expose_registered(con, pol)
-    harden(con)
+    try:
+        if setup is not None:
+            setup(con)
+        expose_registered(con, pol)
+        located = open_sources(con, pol)
+        harden(con)
+    except BaseException:
+        if con is not database:
+            con.close()
+        raise
     ledger = Ledger.open(pol.ledger, pol.budget, create=init_ledger)
-    connection = Connection(con, pol, ledger, noise=noise)
+    connection = Connection(con, pol, ledger, noise=noise, located=located)
     connection.locked_caller_connection = con is database
     return connection
 

@@ -21,7 +21,9 @@ from dpsql.result import Result
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
-_NAME = r'(?:"?main"?\.)?(?P<name>"[^"]+"|[A-Za-z_][\w$]*)'
+_PART = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
+#: a table name of one to three parts (``t``, ``s.t``, ``c.s.t``), each bare or quoted
+_NAME = rf'(?P<name>{_PART}(?:\s*\.\s*{_PART}){{0,2}})'
 _END = r"\s*;?\s*$"
 _SHOW_TABLES = re.compile(r"^\s*SHOW\s+(?P<all>ALL\s+)?TABLES" + _END, re.IGNORECASE)
 _SHOW_COLUMNS = re.compile(r"^\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+" + _NAME + _END, re.IGNORECASE)
@@ -40,7 +42,7 @@ def answer(con: t.Any, query: str) -> Result | None:
     if m:
         name = _unquote(m.group("name"))
         # SHOW DATABASES, SHOW SETTINGS, ...: only SHOW of a declared table is a DESCRIBE
-        if not query.lstrip()[:4].upper() == "SHOW" or _SHOW_COLUMNS.match(query) or name.lower() in con.policy.tables:
+        if not query.lstrip()[:4].upper() == "SHOW" or _SHOW_COLUMNS.match(query) or _resolve(con, name):
             return describe(con, name)
     if "information_schema" in query.lower():
         return information_schema(con, query)
@@ -48,7 +50,17 @@ def answer(con: t.Any, query: str) -> Result | None:
 
 
 def _unquote(name: str) -> str:
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name
+    """``"a"."b"`` → ``a.b`` (a name's parts, unquoted and joined by dots)."""
+    parts = re.findall(_PART, name)
+    return ".".join(p[1:-1].replace('""', '"') if p.startswith('"') else p for p in parts)
+
+
+def _resolve(con: t.Any, name: str) -> list[str]:
+    """The policy keys a table name ``[[catalog.]schema.]table`` can mean (:meth:`Policy.resolve`)."""
+    parts = name.lower().split(".")
+    if len(parts) > 3:
+        return []
+    return con.policy.resolve(*reversed(parts), exists=con.columns)
 
 
 def _arrow(columns: list[str], rows: list[tuple[t.Any, ...]]) -> pa.Table:
@@ -61,9 +73,11 @@ def _declared(con: t.Any, name: str) -> tuple[t.Any, dict[str, str]]:
     """The policy of table ``name`` and its columns, or the error a query on it would raise."""
     from dpsql.sql.suggest import did_you_mean
 
-    low = name.lower()
-    tp = con.policy.tables.get(low)
-    columns = con.columns(low)
+    found = _resolve(con, name)
+    if len(found) > 1:
+        raise BindError(f"table {name} is ambiguous: it can mean {' or '.join(found)}; name it in full")
+    tp = con.policy.table(found[0]) if found else None
+    columns = con.columns(found[0]) if found else None
     if tp is None and columns is None:
         raise BindError(f"table {name} does not exist" + did_you_mean(name, con.tables()))
     if tp is None:
@@ -96,7 +110,9 @@ def show_all_tables(con: t.Any) -> Result:
     rows = []
     for name in con.tables():
         columns = con.columns(name) or {}
-        rows.append((con.engine.database, "main", name, list(columns), list(columns.values()), False))
+        tp = con.policy.tables[name]
+        catalog = con.engine.catalog_of(name)
+        rows.append((catalog, tp.schema, tp.table_name, list(columns), list(columns.values()), catalog == "temp"))
     return Result(table=_arrow(["database", "schema", "name", "column_names", "column_types", "temporary"], rows))
 
 
@@ -141,17 +157,23 @@ def _run_on_copy(con: t.Any, sql: str) -> pa.Table:
 
     from dpsql.engine.sandbox import harden
 
-    names = con.tables()
     source = con.engine.connection
-    marks = ", ".join("?" for _ in names) or "NULL"
     database = con.engine.database
+    where = [(con.engine.catalog_of(n).lower(), con.policy.tables[n].schema, con.policy.tables[n].table_name)
+             for n in con.tables()]
+    # the declared tables, by catalog, schema and name; their schemas, and main of the database
+    tables = " OR ".join("(lower(table_catalog) = ? AND lower(table_schema) = ? AND lower(table_name) = ?)"
+                         for _ in where) or "false"
+    schemata = sorted({(c, s) for c, s, _ in where} | {(database.lower(), "main")})
+    schemas = " OR ".join("(lower(catalog_name) = ? AND lower(schema_name) = ?)" for _ in schemata)
+    flat = [v for row in where for v in row]
     copies = {
-        "tables": (f"SELECT * FROM information_schema.tables WHERE table_catalog = ? AND table_schema = 'main' "
-                   f"AND lower(table_name) IN ({marks})", [database, *names]),
-        "columns": (f"SELECT * FROM information_schema.columns WHERE table_catalog = ? AND table_schema = 'main' "
-                    f"AND lower(table_name) IN ({marks}) ORDER BY table_name, ordinal_position", [database, *names]),
-        "schemata": ("SELECT * FROM information_schema.schemata WHERE catalog_name = ? AND schema_name = 'main'",
-                     [database]),
+        "tables": (f"SELECT * FROM information_schema.tables WHERE {tables} "
+                   "ORDER BY table_catalog, table_schema, table_name", flat),
+        "columns": (f"SELECT * FROM information_schema.columns WHERE {tables} "
+                    "ORDER BY table_catalog, table_schema, table_name, ordinal_position", flat),
+        "schemata": (f"SELECT * FROM information_schema.schemata WHERE {schemas} ORDER BY catalog_name, schema_name",
+                     [v for row in schemata for v in row]),
     }
     scratch = duckdb.connect(":memory:")
     try:

@@ -84,11 +84,26 @@ def test_the_file_stays_behind_the_gate(files: Path, capsys) -> None:
 
 
 def test_a_data_file_with_a_policy_of_two_tables_is_refused_naming_them(files: Path, capsys) -> None:
-    code, out, err = run(capsys, "visits.parquet", "--policy", "two.toml", "-c", COUNT)
+    (files / "data.parquet").write_bytes((files / "visits.parquet").read_bytes())
+    code, out, err = run(capsys, "data.parquet", "--policy", "two.toml", "-c", COUNT)
     assert code == 1 and out == ""
-    assert err.strip() == ("Error: visits.parquet can be opened only as the one table of its policy, and the "
-                           "policy declares 2 tables (visits, wards); load the files into a DuckDB database "
-                           "with one table each instead")
+    assert err.strip() == ("Error: data.parquet opens as the policy's table of the same name, or as its one "
+                           "table; the policy declares 2 tables (visits, wards): name the file after one of "
+                           "them (e.g. visits.parquet)")
+
+
+@pytest.mark.parametrize("source", ["visits.parquet", "visits.csv", "parts/*.parquet"])
+def test_a_data_file_opens_as_the_table_of_its_name(files: Path, capsys, source: str) -> None:
+    """With several declared tables, the file's stem (or a glob's folder) names the table."""
+    if source.startswith("parts"):
+        (files / "parts").rename(files / "visits")
+        source = "visits/*.parquet"
+    code, out, err = run(capsys, source, "--policy", "two.toml", "--format", "csv", "--no-report",
+                         "-c", "SELECT DP_COUNT(*) AS n FROM visits WITH (epsilon = 5)", "-c", ".tables")
+    assert code == 0, err
+    assert abs(float(out.split()[1]) - 600) < 10
+    assert "│ visits │ private │" in out and "wards" not in out  # declared, but not in the database
+    assert err == ""
 
 
 @pytest.mark.parametrize("source,message", [

@@ -36,13 +36,16 @@ def _policy(neighbouring: str = "add_remove") -> dict:
         "max_rows_per_unit": 3,
         "columns": {"cost": {"lower": 0, "upper": 1000}},
     }
+    pol["tables"]["ext.main.staff"] = {"columns": {"pay": {"lower": 0, "upper": 100}}}
     return pol
 
 
 def _connect(rows: str, neighbouring: str = "add_remove") -> dpsql.Connection:
     """The demo with all of adult (``rows='all'``), none of it, or only its first row.
 
-    ``salaries`` exists in the database but not in the policy: it may never be read.
+    ``salaries`` exists in the database but not in the policy: it may never be read. The
+    attached database ``ext`` holds ``staff`` (declared, private: 1000 rows, pay = id % 100)
+    and ``hr.salaries`` and ``payroll`` (not declared).
     """
 
     def setup(con) -> None:  # type: ignore[no-untyped-def]
@@ -55,6 +58,12 @@ def _connect(rows: str, neighbouring: str = "add_remove") -> dpsql.Connection:
         con.executemany("INSERT INTO visits VALUES (?, ?, ?)", VISITS)
         con.execute("CREATE TABLE salaries (name VARCHAR, salary INTEGER)")
         con.execute("INSERT INTO salaries VALUES ('ann', 91000), ('bob', 52000)")
+        # an attached database: staff is declared, hr.salaries and payroll are not
+        con.execute("ATTACH ':memory:' AS ext")
+        con.execute("CREATE TABLE ext.main.staff AS SELECT range AS id, range % 100 AS pay FROM range(1000)")
+        con.execute("CREATE SCHEMA ext.hr")
+        con.execute("CREATE TABLE ext.hr.salaries (name VARCHAR, salary INTEGER)")
+        con.execute("CREATE TABLE ext.main.payroll (name VARCHAR, salary INTEGER)")
 
     return dpsql.connect(":memory:", _policy(neighbouring), setup=setup, noise=SeededNoise(0))
 

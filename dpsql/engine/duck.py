@@ -49,27 +49,42 @@ class DuckDBEngine:
             path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()
         )
         self._catalog: dict[str, dict[str, str]] = {}
+        #: policy tables (keys) whose views dpsql created in another catalog than ``database``
+        self.located: dict[str, str] = {}
         self._scratch: duckdb.DuckDBPyConnection | None = None
 
     # -- catalog ------------------------------------------------------------------------------
 
     def columns(self, table: str) -> dict[str, str] | None:
-        """Column name (lower-case) → DuckDB type of ``table`` (``name`` in schema main, or
-        ``schema.name``) in this connection's database, or None."""
+        """Column name (lower-case) → DuckDB type of ``table`` (``name`` in schema main,
+        ``schema.name`` in this connection's database, or ``catalog.schema.name``), or None."""
         if table in self._catalog:
             return self._catalog[table]
-        schema, _, name = table.lower().rpartition(".")
+        parts = table.lower().split(".")
+        if len(parts) > 3:
+            return None
+        name, schema = parts[-1], parts[-2] if len(parts) > 1 else "main"
         rows = self.connection.execute(
             "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_catalog = ? AND lower(table_schema) = ? AND lower(table_name) = ? "
+            "WHERE lower(table_catalog) = ? AND lower(table_schema) = ? AND lower(table_name) = ? "
             "ORDER BY ordinal_position",
-            [self.database, schema or "main", name],
+            [self.catalog_of(table).lower(), schema, name],
         ).fetchall()
         if not rows:
             return None
         cols = {name.lower(): dtype.upper() for name, dtype in rows}
         self._catalog[table] = cols
         return cols
+
+    def catalog_of(self, table: str) -> str:
+        """The DuckDB catalog that holds the policy's table ``table`` (a policy key): the one a
+        ``catalog.schema.name`` key names, else this connection's database, or ``temp`` for the
+        views over data files on a connection whose database is a file (see
+        :mod:`dpsql.engine.sources`)."""
+        parts = table.lower().split(".")
+        if len(parts) == 3:
+            return parts[0]
+        return self.located.get(table.lower(), self.database)
 
     def describe(self, sql: str) -> list[str]:
         """The column types of a SELECT, bound by DuckDB without running it (reads no data)."""

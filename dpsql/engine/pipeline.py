@@ -95,7 +95,8 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     from dpsql.sql.bind import bind
 
     parsed = dialect.parse(text)
-    bound = bind(parsed, policy, engine.columns, database=engine.database, describe=engine.describe,
+    database = _database(parsed.this, policy, engine)
+    bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
                  read_public=engine.public_rows)
     if bound.public:
         return PreparedQuery(text=text, bound=bound)
@@ -106,6 +107,31 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
         # infinite): it depends on the query alone, so say why, as a dpsql error.
         raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
     return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewrite(p))
+
+
+def _database(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
+    """The DuckDB catalog the query's tables live in: the engine's database, or, when the policy
+    has tables elsewhere (an attached database, views over files in ``temp``), theirs.
+
+    The rewrite names every table by its full name in one catalog, so a query may read the
+    tables of one catalog; one that mixes catalogs is refused by name.
+    """
+    catalog_of = getattr(engine, "catalog_of", None)
+    if catalog_of is None or all(catalog_of(key) == engine.database for key in policy.tables):
+        return engine.database
+    from dpsql.errors import BindError, Error
+    from dpsql.sql.scope import real_tables
+
+    try:
+        tables = real_tables(query, policy, engine.columns)
+    except Error:
+        return engine.database  # the binder refuses the query, in its own order of checks
+    catalogs = sorted({catalog_of(tp.name) for _, tp in tables})
+    if len(catalogs) > 1:
+        names = ", ".join(sorted({tp.name for _, tp in tables}))
+        raise BindError(f"a query reads the tables of one database at a time; {names} are in "
+                        f"{' and '.join(catalogs)}")
+    return catalogs[0] if catalogs else engine.database
 
 
 def release(

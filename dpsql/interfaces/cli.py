@@ -11,7 +11,8 @@ number and line; a syntax error adds the line and a caret) and the exit status i
 errors exit 2. Nothing prints a traceback.
 
 DATABASE is a DuckDB file, which must exist unless ``--create`` is given. Data files (Parquet,
-CSV, JSON, or a glob of them) open as the one table the policy declares. ``--budget`` prints
+CSV, JSON, or a glob of them) open as the policy's table of the same name (the file's stem, or a
+glob's folder), or as its one table. ``--budget`` prints
 the budget spent and remaining and every charge. ``--set-budget`` makes the policy's budget the
 total of its ledger file (fixed when the ledger was created), records the change there, and
 exits.
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="dpsql", description="Differentially private SQL for DuckDB.")
     p.add_argument("database", nargs="*", metavar="DATABASE",
                    help="DuckDB database file (default: in memory), or Parquet/CSV/JSON files or a glob "
-                        "opened as the policy's one table")
+                        "opened as the policy's table of the same name, or its one table")
     p.add_argument("--policy", metavar="FILE", help="privacy policy (TOML, YAML or SmartNoise YAML)")
     p.add_argument("-c", dest="command", metavar="SQL", action="append", help="run SQL and exit (repeatable)")
     p.add_argument("-f", dest="file", metavar="FILE", help="run the statements in FILE and exit")
@@ -67,29 +68,30 @@ def open_connection(args: argparse.Namespace) -> t.Any:
     if not args.policy:
         raise Error("a policy is required: dpsql DATABASE --policy FILE (or dpsql --demo)")
     policy = load_policy(args.policy)
-    database, setup = _source(args, policy)
+    database, policy = _source(args, policy)
     _check_ledger(args, policy)
     created = policy.ledger is not None and not os.path.lexists(policy.ledger)
-    con = connect(database, policy, init_ledger=args.init_ledger, setup=setup)
+    con = connect(database, policy, init_ledger=args.init_ledger)
     if args.init_ledger:
         _say_what_init_ledger_did(args, policy, created)
     return con
 
 
 def _source(args: argparse.Namespace, policy: t.Any) -> tuple[str, t.Any]:
-    """The database to open and the ``setup`` to run on it, from the positional arguments."""
-    from dpsql.interfaces.files import view_setup
+    """The database to open and the policy to open it with, from the positional arguments:
+    data files become the ``source`` of the policy table they stand for."""
+    from dpsql.interfaces.files import policy_with_files
 
     names: list[str] = args.database
     if names and _all_data_files(names):
         if args.create:
             raise Error("--create makes a DuckDB database; data files are read where they are")
-        return ":memory:", view_setup(names, policy)
+        return ":memory:", policy_with_files(names, policy)
     database = names[0] if names else ":memory:"
     if database != ":memory:" and not os.path.exists(database) and not args.create:
         raise Error(f"database {database} does not exist; check the path, or give --create to create "
                     "an empty one")
-    return database, None
+    return database, policy
 
 
 def _all_data_files(names: list[str]) -> bool:

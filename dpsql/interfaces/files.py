@@ -1,18 +1,20 @@
-"""Data files as the table a policy declares: ``dpsql visits.parquet --policy p.toml``.
+"""Data files as a table the policy declares: ``dpsql visits.parquet --policy p.toml``.
 
-A Parquet, CSV/TSV or JSON file (or several, or a glob) is opened as a view in an in-memory
-DuckDB, named after the one table the policy declares, before the connection is locked down.
-The files stay where they are: DuckDB reads them when a query runs. Locked down, DuckDB reads
-no file; ``allowed_paths`` lets it read exactly these (the binder refuses file functions in
-queries in any case, so only the view reaches them).
+A Parquet, CSV/TSV or JSON file (or several, or a glob) becomes the policy's table of the same
+name (the file's stem, or for a glob such as ``visits/*.parquet`` its folder's name), or the
+policy's one table if it declares only one: the command gives that table the files as its
+``source`` and opens an in-memory DuckDB, where :mod:`dpsql.engine.sources` creates the view
+before the connection is locked down. The files stay where they are: DuckDB reads them when a
+query runs.
 """
 
 from __future__ import annotations
 
-import glob
+import dataclasses
 import os
 import typing as t
 
+from dpsql.engine.sources import GLOB, READERS, expand, open_sources, reader_of
 from dpsql.errors import Error
 
 if t.TYPE_CHECKING:
@@ -20,81 +22,83 @@ if t.TYPE_CHECKING:
 
     from dpsql.privacy.policy import Policy
 
-#: File name endings → the DuckDB function that reads them (compressed CSV and JSON included).
-READERS = {
-    ".parquet": "read_parquet", ".pq": "read_parquet",
-    ".csv": "read_csv", ".tsv": "read_csv", ".csv.gz": "read_csv", ".tsv.gz": "read_csv",
-    ".csv.zst": "read_csv", ".json": "read_json_auto", ".jsonl": "read_json_auto",
-    ".ndjson": "read_json_auto", ".json.gz": "read_json_auto",
-}
-_GLOB = set("*?[")
-
-
-def reader_of(path: str) -> str | None:
-    """The DuckDB reader for ``path`` by its ending, or None if it is not a data file."""
-    low = path.lower()
-    for suffix in sorted(READERS, key=len, reverse=True):
-        if low.endswith(suffix):
-            return READERS[suffix]
-    return None
+__all__ = ["READERS", "expand_files", "is_data_file", "policy_with_files", "reader_of", "table_for", "view_setup"]
 
 
 def is_data_file(path: str) -> bool:
     return reader_of(path) is not None
 
 
-def expand(patterns: list[str]) -> list[str]:
+def expand_files(patterns: list[str]) -> list[str]:
     """The files ``patterns`` name (globs expanded, sorted), as absolute paths; Error if one is missing."""
-    files: list[str] = []
-    for pattern in patterns:
-        if _GLOB & set(pattern):
-            found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-            if not found:
-                raise Error(f"no file matches {pattern}")
-            files += found
-        elif not os.path.isfile(pattern):
-            raise Error(f"data file {pattern} does not exist")
-        else:
-            files.append(pattern)
-    return [os.path.abspath(p) for p in dict.fromkeys(files)]
+    try:
+        return expand(patterns)
+    except FileNotFoundError as err:
+        raise Error(str(err)) from None
 
 
-def table_for(policy: Policy, source: str) -> str:
-    """The table a data file becomes: the one the policy declares (Error if not exactly one)."""
+def stem(pattern: str) -> str:
+    """The table name a file stands for: its name without the data ending (``visits`` for
+    ``visits.csv.gz``), or, when that is a glob, the name of its folder (``visits/*.parquet``)."""
+    folder, base = os.path.split(os.path.normpath(pattern))
+    for suffix in sorted(READERS, key=len, reverse=True):
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    if GLOB & set(base) or not base:
+        base = os.path.basename(folder)
+    return base.lower()
+
+
+def table_for(policy: Policy, patterns: list[str]) -> str:
+    """The policy table ``patterns`` become: the one of the same name (:func:`stem`), or the
+    policy's only table. Error, listing the declared tables, if there is no such table."""
+    source = " ".join(patterns)
     names = sorted(policy.tables)
+    stems = {stem(p) for p in patterns}
+    if len(stems) == 1:
+        name = stems.pop()
+        if name in policy.tables:
+            return name
+        found = [k for k, tp in policy.tables.items() if tp.table_name == name]
+        if len(found) == 1:
+            return found[0]
     if len(names) == 1:
         return names[0]
     declared = f"{len(names)} tables ({', '.join(names)})" if names else "no table"
-    raise Error(f"{source} can be opened only as the one table of its policy, and the policy declares "
-                f"{declared}; load the files into a DuckDB database with one table each instead")
+    raise Error(f"{source} opens as the policy's table of the same name, or as its one table; the policy "
+                f"declares {declared}: name the file after one of them (e.g. {names[0] if names else 'visits'}"
+                ".parquet)" if names else f"{source}: the policy declares no table to open it as")
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def view_setup(patterns: list[str], policy: Policy) -> t.Callable[[duckdb.DuckDBPyConnection], None]:
-    """A ``setup`` for :func:`dpsql.connect` that creates the policy's table as a view over the files."""
+def policy_with_files(patterns: list[str], policy: Policy) -> Policy:
+    """``policy`` with the files as the ``source`` of the table they stand for (:func:`table_for`)."""
     source = " ".join(patterns)
     readers = {reader_of(p) for p in patterns}
     if None in readers:
         raise Error(f"{source}: a data file ends in one of {', '.join(READERS)}")
     if len(readers) != 1:
         raise Error(f"{source}: the files of one table must be of one kind (Parquet, CSV or JSON)")
-    reader = readers.pop()
-    table = table_for(policy, source)
-    files = expand(patterns)
+    name = table_for(policy, patterns)
+    tp = policy.tables[name]
+    if tp.source:
+        raise Error(f"table {name} already has its files in the policy (source = {' '.join(tp.source)}); "
+                    f"drop {source} from the command line")
+    if tp.catalog:
+        raise Error(f"table {name} is a table of database {tp.catalog}, not one data files can stand for")
+    files = expand_files(patterns)
+    tables = {**policy.tables, name: dataclasses.replace(tp, source=tuple(files))}
+    return dataclasses.replace(policy, tables=tables)
+
+
+def view_setup(patterns: list[str], policy: Policy) -> t.Callable[[duckdb.DuckDBPyConnection], None]:
+    """A ``setup`` for :func:`dpsql.connect` on an in-memory database that creates the table
+    the files stand for as a view over them."""
+    with_files = policy_with_files(patterns, policy)
+    name = table_for(policy, patterns)
+    only = dataclasses.replace(with_files, tables={name: with_files.tables[name]}, attach={})
 
     def setup(con: duckdb.DuckDBPyConnection) -> None:
-        import duckdb
-
-        paths = "[" + ", ".join(_literal(f) for f in files) + "]"
-        name = '"' + table.replace('"', '""') + '"'
-        try:
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}({paths})")
-        except duckdb.Error as err:
-            raise Error(f"cannot read {source}: {str(err).splitlines()[0]}") from None
-        # Locked down, DuckDB reads no file; these it may (the view needs them at every query).
-        con.execute(f"SET allowed_paths = {paths}")
+        open_sources(con, only)
 
     return setup

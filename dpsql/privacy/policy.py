@@ -23,6 +23,20 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     [tables."sales.orders"]               # a table of schema sales
     privacy_unit = "customer_id"
     max_rows_per_unit = 10
+    [tables.wards]
+    public = true
+    source = "wards/*.parquet"           # files dpsql opens as this table; relative to the policy file
+    [attach]
+    hospital = "hospital.duckdb"         # attached read-only as catalog hospital
+    [tables."hospital.main.admissions"]  # catalog.schema.table: a table of an attached database
+    privacy_unit = "row"
+
+A table's name has one to three parts, ``[[catalog.]schema.]table``, as in DuckDB: a bare name
+is a table of schema ``main`` of the connection's database, ``schema.table`` one of another
+schema there, and ``catalog.schema.table`` one of an attached database (or of the connection's
+database named in full). A query names a table the same ways (see :meth:`Policy.resolve`).
+A table with a ``source`` (a file, a glob or a list of them: Parquet, CSV, TSV or JSON) is a
+view dpsql creates over those files when the connection opens, before it is locked down.
 
 The three bounds of an id unit are enforced in the rewritten SQL of every query (see
 :mod:`dpsql.privacy.units`); a query may override them for itself with options of the same
@@ -42,9 +56,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 import typing as t
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dpsql.errors import Error, PolicyError
@@ -91,14 +106,24 @@ class TablePolicy:
     unit_name: str | None = None
     #: private joins: the truncation strategy of this table's side (a query option overrides it)
     join_truncation: Truncation | None = None
+    #: data files (paths or globs, absolute) dpsql opens as this table; empty: a table of the database
+    source: tuple[str, ...] = ()
 
     def column(self, name: str) -> ColumnPolicy:
         return self.columns.get(name.lower(), ColumnPolicy())
 
     @property
+    def catalog(self) -> str | None:
+        """The DuckDB catalog (attached database) of a ``catalog.schema.table`` name; ``None``
+        for a table of the connection's own database."""
+        parts = self.name.split(".")
+        return parts[0] if len(parts) == 3 else None
+
+    @property
     def schema(self) -> str:
         """The database schema the table lives in: ``main`` unless the name says ``schema.table``."""
-        return self.name.rsplit(".", 1)[0] if "." in self.name else "main"
+        parts = self.name.split(".")
+        return parts[-2] if len(parts) > 1 else "main"
 
     @property
     def table_name(self) -> str:
@@ -117,20 +142,73 @@ class Policy:
     #: protect groups of this many privacy units (Hamming distance k); sensitivities scale by k
     group_size: int = 1
     source: str | None = None
+    #: catalog name -> database file attached read-only when the connection opens
+    attach: dict[str, str] = field(default_factory=dict)
+    #: the connection's own database (its DuckDB catalog name), once known: ``db.schema.table``
+    #: names then mean ``schema.table`` (see :meth:`in_database`)
+    database: str | None = None
 
     def table(self, name: str) -> TablePolicy | None:
-        """The table declared under ``name`` (``table`` in schema main, or ``schema.table``)."""
-        return self.tables.get(name.lower())
+        """The table declared under ``name`` (``table`` in schema main, ``schema.table``, or
+        ``catalog.schema.table``)."""
+        parts = name.lower().split(".")
+        return self.tables.get(self.key(*reversed(parts))) if len(parts) <= 3 else None
 
-    def resolve(self, name: str, schema: str | None = None) -> list[TablePolicy]:
-        """The declared tables a reference ``[schema.]name`` can mean: with a schema, that one;
-        without, every declared table of that name, in any schema."""
+    def key(self, name: str, schema: str | None = None, catalog: str | None = None) -> str:
+        """The policy's key of table ``[[catalog.]schema.]name``: the shortest name that says
+        where it is (``t`` for ``<this database>.main.t``, ``s.t``, ``c.s.t``)."""
+        name, schema = name.lower(), (schema or "main").lower()
+        catalog = catalog.lower() if catalog else None
+        if catalog is None or catalog == self.database:
+            return name if schema == "main" else f"{schema}.{name}"
+        return f"{catalog}.{schema}.{name}"
+
+    def resolve(self, name: str, schema: str | None = None, catalog: str | None = None,
+                exists: t.Callable[[str], object] | None = None) -> list[str]:
+        """The keys of the tables a reference ``[[catalog.]schema.]name`` can mean, resolved as
+        DuckDB resolves it; more than one means the reference is ambiguous, none that no such
+        table exists. A table counts if the policy declares it or ``exists(key)`` is true
+        (the catalog: a table the policy does not declare is found, to be refused by name).
+
+        * ``catalog.schema.name``: that table.
+        * ``schema.name``: schema ``schema`` of the connection's database, or schema ``main``
+          of the attached database ``schema``; if both hold a table ``name``, it is ambiguous
+          (DuckDB refuses it too).
+        * ``name``: schema ``main`` of the connection's database; if that holds no such table,
+          the one declared table of that name in any schema or catalog (SmartNoise's queries
+          say ``FROM PUMS`` for ``PUMS.PUMS``); several are ambiguous.
+        """
         name = name.lower()
-        if schema is not None:
-            schema = schema.lower()
-            tp = self.tables.get(name if schema == "main" else f"{schema}.{name}")
-            return [tp] if tp is not None else []
-        return [tp for tp in self.tables.values() if tp.table_name == name]
+        if catalog:
+            keys = [self.key(name, schema, catalog)]
+        elif schema:
+            keys = list(dict.fromkeys([self.key(name, schema), self.key(name, "main", schema)]))
+        else:
+            keys = [name]
+        found = [k for k in keys if k in self.tables or (exists is not None and exists(k))]
+        if found or schema or catalog:
+            return found
+        return sorted(k for k, tp in self.tables.items() if tp.table_name == name)
+
+    def in_database(self, database: str) -> "Policy":
+        """This policy on a connection whose own database is ``database``: tables named
+        ``database.schema.table`` become ``schema.table`` (PolicyError if that names a table twice)."""
+        database = database.lower()
+        tables: dict[str, TablePolicy] = {}
+        moved = replace(self, database=database, tables=tables)
+        was: dict[str, str] = {}
+        for key, tp in sorted(self.tables.items(), key=lambda kv: kv[0].count(".")):
+            new = moved.key(tp.table_name, tp.schema, tp.catalog)
+            if new in tables:
+                raise PolicyError(f"tables.{key}: names the same table as tables.{was[new]} "
+                                  f"(database {database} is the connection's own)")
+            tables[new], was[new] = (tp if new == key else replace(tp, name=new)), key
+        return moved
+
+    @property
+    def sources(self) -> list[TablePolicy]:
+        """The tables that are views over data files."""
+        return [tp for _, tp in sorted(self.tables.items()) if tp.source]
 
     @property
     def private_tables(self) -> list[str]:
@@ -194,13 +272,34 @@ def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
     return ColumnPolicy(lower=lower, upper=upper, keys=keys)
 
 
-def _table(name: str, spec: t.Any) -> TablePolicy:
+def _source(where: str, value: t.Any, base: Path | None) -> tuple[str, ...]:
+    """A table's ``source``: a path or glob, or a list of them, made absolute (relative to
+    the policy file's folder, or the working directory for a policy given as a dict)."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) and v.strip() for v in items):
+        raise PolicyError(f"{where}.source must be a file path or glob, or a list of them")
+    out = []
+    for item in items:
+        if "://" in item or item.startswith(("s3:", "gs:", "gcs:", "az:", "hf:")):
+            raise PolicyError(f"{where}.source: {item} is not a local file; dpsql reads local files only")
+        path = Path(os.path.expanduser(item))
+        out.append(str(path if path.is_absolute() or base is None else base / path))
+    return tuple(out)
+
+
+def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     where = f"tables.{name}"
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
-    unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "unit_name", "join_truncation"}
+    unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "source", "unit_name",
+                           "join_truncation"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
+    parts = name.split(".")
+    if len(parts) > 3 or not all(parts):
+        raise PolicyError(f"{where}: a table's name is table, schema.table or catalog.schema.table")
     public = spec.get("public", False)
     if not isinstance(public, bool):
         raise PolicyError(f"{where}.public must be true or false")
@@ -239,8 +338,12 @@ def _table(name: str, spec: t.Any) -> TablePolicy:
             truncation = parse_truncation(truncation, f"{where}.join_truncation")
         except Error as err:
             raise PolicyError(str(err)) from None
+    lowered = name.lower()
+    if len(parts) == 2 and parts[0].lower() == "main":
+        lowered = parts[1].lower()  # main.t is t
     return TablePolicy(
-        name=name.lower(),
+        name=lowered,
+        source=_source(where, spec.get("source"), base),
         public=public,
         privacy_unit=unit.lower(),
         max_rows_per_unit=m,
@@ -281,7 +384,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
         raise PolicyError("a policy must be a table of settings")
     if _looks_like_smartnoise(data):
         return _from_smartnoise(data, source)
-    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size"}
+    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach"}
     if unknown:
         raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
     neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
@@ -295,12 +398,45 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     tables_spec = data.get("tables", {})
     if not isinstance(tables_spec, dict):
         raise PolicyError("tables must be a table of table policies")
-    tables = {n.lower(): _table(n, s) for n, s in tables_spec.items()}
+    base = Path(os.path.abspath(source)).parent if source else None
+    tables: dict[str, TablePolicy] = {}
+    for n, s in tables_spec.items():
+        tp = _table(n, s, base)
+        if tp.name in tables:
+            raise PolicyError(f"tables.{n}: names the same table as another entry ({tp.name})")
+        if tp.source and tp.catalog:
+            raise PolicyError(f"tables.{n}: a table with a source is opened in the connection's own "
+                              "database; name it table or schema.table")
+        tables[tp.name] = tp
+    attach = _attach(data.get("attach", {}), base)
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise PolicyError("group_size must be an integer >= 1")
     return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
-                  group_size=group_size, source=source)
+                  group_size=group_size, source=source, attach=attach)
+
+
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: catalog names DuckDB keeps for itself
+RESERVED_CATALOGS = ("main", "temp", "system", "memory")
+
+
+def _attach(spec: t.Any, base: Path | None) -> dict[str, str]:
+    """``[attach] name = "file.duckdb"``: databases to attach read-only, by catalog name."""
+    if not isinstance(spec, dict):
+        raise PolicyError('attach must be a table of name = "database file"')
+    out = {}
+    for name, path in spec.items():
+        if not _CATALOG_NAME.match(name) or name.lower() in RESERVED_CATALOGS:
+            raise PolicyError(f"attach.{name}: a catalog name is a plain identifier other than "
+                              + ", ".join(RESERVED_CATALOGS))
+        if not isinstance(path, str) or not path.strip():
+            raise PolicyError(f"attach.{name} must be the path of a DuckDB database file")
+        if "://" in path or path.startswith(":"):
+            raise PolicyError(f"attach.{name}: {path} is not a local database file")
+        p = Path(os.path.expanduser(path))
+        out[name.lower()] = str(p if p.is_absolute() or base is None else base / p)
+    return out
 
 
 def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:

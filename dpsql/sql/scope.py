@@ -128,25 +128,21 @@ def _children(value: t.Any) -> list[exp.Expression]:
 def _check_table(table: exp.Table) -> None:
     if not isinstance(table.this, exp.Identifier):
         _refuse(f"table function {table.this.sql(dialect='duckdb')[:60]} is not allowed in dpsql queries")
-    if table.args.get("catalog"):
-        _refuse(f"table {table.sql(dialect='duckdb')} is outside the policy: name tables as table or "
-                "schema.table of the connection's database")
 
 
 def _declared(table: exp.Table, policy: Policy, catalog: Catalog) -> TablePolicy:
-    """The policy's table for a reference ``[schema.]name`` (the catalog lookup uses its key)."""
-    schema = table.text("db").lower() or None
-    name = table.name.lower()
-    shown = f"{schema}.{name}" if schema else name
-    found = policy.resolve(name, schema)
+    """The policy's table for a reference ``[[catalog.]schema.]name``, resolved as DuckDB would
+    (:meth:`Policy.resolve`); the catalog lookup uses the policy's key."""
+    name, schema, cat = table.name.lower(), table.text("db").lower() or None, table.text("catalog").lower() or None
+    shown = ".".join(p for p in (cat, schema, name) if p)
+    found = policy.resolve(name, schema, cat, exists=catalog)
     if len(found) > 1:
-        raise BindError(f"table {name} is ambiguous: name its schema ({', '.join(sorted(t.name for t in found))})")
+        raise BindError(f"table {shown} is ambiguous: it can mean {' or '.join(found)}; name it in full")
     if not found:
-        key = name if schema in (None, "main") else f"{schema}.{name}"
-        if catalog(key) is None:
-            raise BindError(f"table {shown} does not exist" + did_you_mean(name, [t.table_name for t in policy.tables.values()]))
+        raise BindError(f"table {shown} does not exist" + did_you_mean(name, [t.table_name for t in policy.tables.values()]))
+    tp = policy.table(found[0])
+    if tp is None:
         _refuse(f"table {shown} is not declared in the policy, so it cannot be read")
-    tp = found[0]
     name = tp.name
     columns = catalog(name)
     if columns is None:
@@ -218,7 +214,7 @@ def _alias(item: exp.Expression) -> str | None:
 def _no_operators(item: exp.Expression) -> None:
     """Table-level operators (PIVOT, UNPIVOT, TABLESAMPLE, ...) change which rows exist."""
     for key, value in item.args.items():
-        if key in ("this", "alias", "db") or not value:
+        if key in ("this", "alias", "db", "catalog") or not value:
             continue
         what = {"pivots": "PIVOT/UNPIVOT", "sample": "TABLESAMPLE", "joins": "JOIN",
                 "laterals": "LATERAL"}.get(key, key.upper())

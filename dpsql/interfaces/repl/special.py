@@ -137,6 +137,10 @@ def _tables(state: ReplState, arg: str) -> None:
          aliases=("\\d",), usage="[TABLE]", arg="table")
 def _schema(state: ReplState, arg: str) -> None:
     names = [arg.lower()] if arg else state.con.tables()
+    parts = arg.lower().split(".")
+    if arg and len(parts) <= 3:  # hospital.admissions: the declared table that name means
+        found = state.con.policy.resolve(*reversed(parts), exists=state.con.columns)
+        names = found if len(found) == 1 else names
     for name in names:
         tp = state.con.policy.tables.get(name)
         columns = state.con.columns(name) if tp is not None else None

@@ -1,0 +1,160 @@
+"""What a policy opens before the connection is locked down: attached databases and data files.
+
+* ``[attach] name = "file.duckdb"``: each database is attached read-only under that catalog
+  name (a database the caller's connection already attached under that name is kept if it is
+  the same file, else refused).
+* ``source = "visits/*.parquet"`` on a table: a view of that name over the files (Parquet,
+  CSV/TSV or JSON; a glob is expanded now, so the table is the files it matched when the
+  connection opened). The view lives in the connection's database when that is in memory,
+  and in DuckDB's ``temp`` catalog when it is a file (dpsql never writes to a database file);
+  :meth:`dpsql.engine.duck.DuckDBEngine.catalog_of` knows which.
+
+Locked down, DuckDB reads no file; ``allowed_paths`` then lets it read exactly these files
+(the binder refuses file functions in queries in any case, so only the views reach them).
+Every failure here is a one-line :class:`~dpsql.errors.PolicyError` naming the table (or the
+attached name) and the path, raised while connecting: before any query, so nothing is charged.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import typing as t
+
+from dpsql.errors import PolicyError
+
+if t.TYPE_CHECKING:
+    import duckdb
+
+    from dpsql.privacy.policy import Policy, TablePolicy
+
+#: File name endings → the DuckDB function that reads them (compressed CSV and JSON included).
+READERS = {
+    ".parquet": "read_parquet", ".pq": "read_parquet",
+    ".csv": "read_csv", ".tsv": "read_csv", ".csv.gz": "read_csv", ".tsv.gz": "read_csv",
+    ".csv.zst": "read_csv", ".json": "read_json_auto", ".jsonl": "read_json_auto",
+    ".ndjson": "read_json_auto", ".json.gz": "read_json_auto",
+}
+GLOB = set("*?[")
+
+
+def reader_of(path: str) -> str | None:
+    """The DuckDB reader for ``path`` by its ending, or None if it is not a data file."""
+    low = path.lower()
+    for suffix in sorted(READERS, key=len, reverse=True):
+        if low.endswith(suffix):
+            return READERS[suffix]
+    return None
+
+
+def expand(patterns: t.Iterable[str]) -> list[str]:
+    """The files ``patterns`` name (globs expanded, sorted), as absolute paths.
+
+    Raises ``FileNotFoundError`` with the one-line reason when a pattern names no regular file.
+    """
+    files: list[str] = []
+    for pattern in patterns:
+        if GLOB & set(pattern):
+            found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+            if not found:
+                raise FileNotFoundError(f"no file matches {pattern}")
+            files += found
+        elif not os.path.exists(pattern):
+            raise FileNotFoundError(f"data file {pattern} does not exist")
+        elif not os.path.isfile(pattern):
+            raise FileNotFoundError(f"{pattern} is not a regular file")
+        else:
+            files.append(pattern)
+    return [os.path.abspath(p) for p in dict.fromkeys(files)]
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def open_sources(con: duckdb.DuckDBPyConnection, policy: Policy) -> dict[str, str]:
+    """Attach the policy's databases and create its file-backed tables on ``con`` (not yet locked
+    down). Returns the tables (keys) whose views live outside the connection's database, with
+    the catalog that holds them."""
+    for name, path in sorted(policy.attach.items()):
+        _attach(con, name, path)
+    if not policy.sources:
+        return {}
+    database, path = con.execute(
+        "SELECT database_name, path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()[0]
+    catalog = "temp" if path else database
+    located: dict[str, str] = {}
+    files: list[str] = []
+    for tp in policy.sources:
+        files += _view(con, tp, catalog)
+        if catalog != database:
+            located[tp.name] = catalog
+    _allow(con, files)
+    return located
+
+
+def _attach(con: duckdb.DuckDBPyConnection, name: str, path: str) -> None:
+    import duckdb
+
+    attached = dict(con.execute("SELECT lower(database_name), path FROM duckdb_databases()").fetchall())
+    if name in attached:
+        have = attached[name]
+        if have and os.path.exists(have) and os.path.exists(path) and os.path.samefile(have, path):
+            return
+        raise PolicyError(f"attach.{name}: the connection already has a database {name} "
+                          f"({have or 'in memory'}), not {path}")
+    if not os.path.isfile(path):
+        raise PolicyError(f"attach.{name}: database file {path} does not exist")
+    try:
+        con.execute(f"ATTACH {literal(path)} AS {quote(name)} (READ_ONLY)")
+    except duckdb.Error as err:
+        raise PolicyError(f"attach.{name}: cannot attach {path}: {str(err).splitlines()[0]}") from None
+
+
+def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list[str]:
+    """Create the view of ``tp`` over its files in ``catalog``; the files it reads."""
+    import duckdb
+
+    where = f"tables.{tp.name}.source"
+    shown = " ".join(tp.source)
+    readers = {reader_of(p) for p in tp.source}
+    if None in readers:
+        bad = next(p for p in tp.source if reader_of(p) is None)
+        raise PolicyError(f"{where}: {bad} is not a data file (its name must end in one of "
+                          f"{', '.join(READERS)})")
+    if len(readers) != 1:
+        raise PolicyError(f"{where}: the files of table {tp.name} must be of one kind (Parquet, CSV or JSON)")
+    try:
+        files = expand(tp.source)
+    except FileNotFoundError as err:
+        raise PolicyError(f"{where}: {err}") from None
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE lower(table_catalog) = ? "
+        "AND lower(table_schema) = ? AND lower(table_name) = ?", [catalog.lower(), tp.schema, tp.table_name]
+    ).fetchone()[0]
+    if exists:
+        raise PolicyError(f"{where}: the database already holds a table {tp.name}; a table with a source "
+                          "must be a name the database does not use")
+    paths = "[" + ", ".join(literal(f) for f in files) + "]"
+    name = f"{quote(catalog)}.{quote(tp.schema)}.{quote(tp.table_name)}"
+    temporary = "TEMPORARY " if catalog == "temp" else ""  # DuckDB's rule for the temp catalog
+    try:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(tp.schema)}")
+        con.execute(f"CREATE {temporary}VIEW {name} AS SELECT * FROM {readers.pop()}({paths})")
+    except duckdb.Error as err:
+        # The reader sniffs the files: its message could quote a value, so it is not shown.
+        raise PolicyError(f"{where}: DuckDB cannot read {shown} as table {tp.name} "
+                          f"({type(err).__name__}; the details are withheld as they could quote the data)") from None
+    return files
+
+
+def _allow(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+    """Let the locked-down DuckDB read ``files`` (and whatever it was allowed already)."""
+    current = con.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0] or []
+    paths = sorted(set(current) | set(files))
+    con.execute("SET allowed_paths = [" + ", ".join(literal(f) for f in paths) + "]")
