@@ -158,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         from dpsql.interfaces.sensitivity_cli import main as sensitivity_main
 
         return sensitivity_main(argv[1:])
+    if argv and argv[0] == "serve":  # the PostgreSQL-wire front end
+        from dpsql.interfaces.server.main import main as serve_main
+
+        return serve_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if len(args.database) > 1 and not _all_data_files(args.database):

@@ -111,6 +111,8 @@ class Policy:
     #: protect groups of this many privacy units (Hamming distance k); sensitivities scale by k
     group_size: int = 1
     source: str | None = None
+    #: the ``[server]`` section, read by ``dpsql serve`` (users, passwords, budget shares)
+    server: dict[str, t.Any] = field(default_factory=dict)
 
     def table(self, name: str) -> TablePolicy | None:
         """The table declared under ``name`` (``table`` in schema main, or ``schema.table``)."""
@@ -259,7 +261,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
         raise PolicyError("a policy must be a table of settings")
     if _looks_like_smartnoise(data):
         return _from_smartnoise(data, source)
-    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size"}
+    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "server"}
     if unknown:
         raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
     neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
@@ -277,8 +279,11 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise PolicyError("group_size must be an integer >= 1")
+    server = data.get("server", {})
+    if not isinstance(server, dict):
+        raise PolicyError("server must be a table of settings ([server])")
     return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
-                  group_size=group_size, source=source)
+                  group_size=group_size, source=source, server=server)
 
 
 def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:
