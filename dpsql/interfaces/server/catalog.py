@@ -19,7 +19,7 @@ import typing as t
 
 from pg_mimic import ResultColumn, StaticStatement
 
-from .columns import INT2, INT4, PG_NAMES, TEXT, oid_of_duckdb
+from .columns import BOOL, INT2, INT4, INT8, PG_NAMES, TEXT, oid_of_duckdb
 
 if t.TYPE_CHECKING:
     from dpsql.connection import Connection
@@ -78,10 +78,7 @@ def _like(sql: str, column: str) -> re.Pattern[str] | None:
     """The LIKE pattern a JDBC metadata query applies to ``column``, as a regex (None: any)."""
     m = re.search(rf"\b{column}\s+(?:I?LIKE)\s+E?'((?:[^']|'')*)'", sql, re.IGNORECASE)
     if not m:
-        m = re.search(rf"\b{column}\s*=\s*E?'((?:[^']|'')*)'", sql, re.IGNORECASE)
-        if not m:
-            return None
-        return re.compile(re.escape(m.group(1).replace("''", "'")) + r"\Z")
+        return None
     pattern, out, i = m.group(1).replace("''", "'"), "", 0
     while i < len(pattern):
         ch = pattern[i]
@@ -117,16 +114,15 @@ def jdbc(declared: dict[str, dict[str, int]]) -> t.Callable[[t.Any], t.Awaitable
             names = _like(sql, "relname")
             rows = [(None, "public", name, "TABLE", "", "", "", "", "", "")
                     for name in sorted(declared) if schema_ok and _match(names, name)]
-            wanted = "TABLE" in sql and "'TABLE'" in sql or "TABLE_TYPE" not in sql.split("WHERE", 1)[-1]
+            if "(false" in sql and "c.relkind = 'r'" not in sql:
+                rows = []  # only other types (views, sequences, ...) were asked for: there are none
             return StaticStatement(sql, _text_columns(
                 "table_cat", "table_schem", "table_name", "table_type", "remarks", "type_cat", "type_schem",
-                "type_name", "self_referencing_col_name", "ref_generation"), rows if wanted or True else [])
-        if "attname" in sql and "atttypid" in sql and "pg_attribute" in sql and "attnum" in sql \
-                and "relname" in sql and "getcolumns" not in sql.lower() and " AS TABLE_NAME" not in sql:
+                "type_name", "self_referencing_col_name", "ref_generation"), rows)
+        if sql.startswith("SELECT * FROM (SELECT n.nspname,c.relname,a.attname,a.atttypid,") \
+                and "pg_attribute" in sql:
             return _columns_query(declared, sql)
-        if "pg_index" in sql or "pg_constraint" in sql and "PK_NAME" in sql.upper():
-            return None  # keys and indexes: pg_mimic answers with no rows
-        return None
+        return None  # keys, indexes and the rest: pg_mimic's pg_catalog answers (no rows)
 
     return answer
 
@@ -141,14 +137,13 @@ def _columns_query(declared: dict[str, dict[str, int]], sql: str) -> StaticState
             continue
         for position, (col, oid) in enumerate(cols.items(), start=1):
             if _match(column_pattern, col):
-                rows.append(("public", table, col, oid, False, -1, -1, position, None, None, None, "", "",
-                             None, None, PG_NAMES.get(oid, "text"), -1, None))
+                rows.append(("public", table, col, oid, False, -1, -1, -1, position, None, None, None, None, 0, "b"))
+    # the driver's own SELECT list, in its order
     columns = [ResultColumn("nspname", TEXT), ResultColumn("relname", TEXT), ResultColumn("attname", TEXT),
-               ResultColumn("atttypid", INT4), ResultColumn("attnotnull", 16), ResultColumn("atttypmod", INT4),
-               ResultColumn("attlen", INT2), ResultColumn("attnum", INT4), ResultColumn("attidentity", TEXT),
-               ResultColumn("attgenerated", TEXT), ResultColumn("adsrc", TEXT), ResultColumn("description", TEXT),
-               ResultColumn("typbasetype", TEXT), ResultColumn("typtype", TEXT), ResultColumn("typtypmod", TEXT),
-               ResultColumn("typname", TEXT), ResultColumn("typ_typmod", INT4), ResultColumn("column_default", TEXT)]
+               ResultColumn("atttypid", INT8), ResultColumn("attnotnull", BOOL), ResultColumn("atttypmod", INT4),
+               ResultColumn("attlen", INT2), ResultColumn("typtypmod", INT4), ResultColumn("attnum", INT8),
+               ResultColumn("attidentity", TEXT), ResultColumn("attgenerated", TEXT), ResultColumn("adsrc", TEXT),
+               ResultColumn("description", TEXT), ResultColumn("typbasetype", INT8), ResultColumn("typtype", TEXT)]
     return StaticStatement(sql, columns, rows)
 
 
