@@ -16,6 +16,7 @@ anything; ``Portal.execute()`` is the only place a statement runs. Here:
 from __future__ import annotations
 
 import logging
+import re
 import typing as t
 
 from pg_mimic import Portal, Session, Statement
@@ -26,7 +27,7 @@ from pg_mimic.results import ResultColumn
 from dpsql.errors import BindError, BudgetError, Error, OptionError, ParseError, PrivacyError
 
 from . import catalog, params
-from .columns import Column, conform
+from .columns import Column, conform, oid_of_duckdb
 
 if t.TYPE_CHECKING:
     from .pool import Pool, Worker
@@ -65,6 +66,8 @@ class DPSession(Session):
     """One client connection."""
 
     def __init__(self, pool: Pool, users: dict[str, User], declared: dict[str, dict[str, int]]) -> None:
+        #: SQL-level prepared statements (PREPARE name AS ...): name → (text, parameter types)
+        self.named: dict[str, tuple[str, list[int | None]]] = {}
         self.pool = pool
         self.users = users
         self.declared = declared
@@ -78,6 +81,9 @@ class DPSession(Session):
         return self._connection.username if self._connection is not None else ""
 
     async def prepare(self, sql: str, param_oids: list[int | None]) -> Statement:
+        named = sql_prepared(self, sql)
+        if named is not None:
+            return named
         if catalog.is_dpsql_statement(sql):
             return DPStatement(self, sql, param_oids)
         try:
@@ -129,6 +135,88 @@ class DPStatement(Statement):
 
     def bind(self, values: list[t.Any]) -> Portal:
         return DPPortal(self, values)
+
+
+class ExecuteStatement(DPStatement):
+    """``EXECUTE name(args)``: the named statement, bound to the literal arguments."""
+
+    def __init__(self, session: DPSession, sql: str, oids: list[int | None], values: list[t.Any]) -> None:
+        super().__init__(session, sql, oids)
+        self.values = values
+
+    def bind(self, values: list[t.Any]) -> Portal:
+        return DPPortal(self, self.values)
+
+
+_PREPARE = re.compile(r"^\s*PREPARE\s+(?P<name>\w+)\s*(?:\((?P<types>[^)]*)\))?\s+AS\s+(?P<body>.+)$",
+                      re.IGNORECASE | re.DOTALL)
+_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>\w+)\s*(?:\((?P<args>.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_DEALLOCATE = re.compile(r"^\s*DEALLOCATE\s+(?:PREPARE\s+)?(?P<name>\w+)\s*;?\s*$", re.IGNORECASE)
+
+
+def sql_prepared(session: DPSession, sql: str) -> Statement | None:
+    """``PREPARE name [(types)] AS statement``, ``EXECUTE name(args)`` and ``DEALLOCATE name``:
+    prepared statements for clients that have no extended protocol (psql). Arguments must be
+    literals; they are inlined like bound parameters, and each EXECUTE is charged."""
+    from pg_mimic import StaticStatement
+
+    m = _PREPARE.match(sql)
+    if m:
+        name = m.group("name").lower()
+        if name in session.named:
+            raise PgError("42P05", f'prepared statement "{name}" already exists')
+        types = [t.strip() for t in (m.group("types") or "").split(",") if t.strip()]
+        oids = [oid_of_duckdb(_DUCKDB_NAMES.get(t.lower(), t)) for t in types]
+        body = m.group("body").strip().rstrip(";")
+
+        def store() -> None:
+            session.named[name] = (body, oids)
+
+        return StaticStatement(sql, None, [], store)
+    m = _DEALLOCATE.match(sql)
+    if m:
+        name = m.group("name").lower()
+        return StaticStatement(sql, None, [], lambda: session.named.pop(name, None))
+    m = _EXECUTE.match(sql)
+    if m:
+        name = m.group("name").lower()
+        if name not in session.named:
+            raise PgError("26000", f'prepared statement "{name}" does not exist')
+        body, oids = session.named[name]
+        values = _literal_args(m.group("args") or "")
+        return ExecuteStatement(session, body, oids + [None] * max(0, len(values) - len(oids)), values)
+    return None
+
+
+_DUCKDB_NAMES = {"int": "INTEGER", "int4": "INTEGER", "int8": "BIGINT", "int2": "SMALLINT", "float8": "DOUBLE",
+                 "double precision": "DOUBLE", "float4": "REAL", "text": "VARCHAR", "numeric": "DECIMAL",
+                 "bool": "BOOLEAN"}
+
+
+def _literal_args(text: str) -> list[t.Any]:
+    """The values of ``EXECUTE``'s arguments, which must be literals (or NULL)."""
+    import sqlglot
+    from sqlglot import exp
+
+    if not text.strip():
+        return []
+    try:
+        select = sqlglot.parse_one(f"SELECT {text}", read="postgres")
+    except Exception:
+        raise PgError("42601", "EXECUTE takes literal arguments: EXECUTE name(30, 'text')") from None
+    values: list[t.Any] = []
+    for node in select.expressions:
+        negative = isinstance(node, exp.Neg)
+        inner = node.this if negative else node
+        if isinstance(inner, exp.Null) and not negative:
+            values.append(None)
+        elif isinstance(inner, exp.Boolean) and not negative:
+            values.append("true" if inner.this else "false")
+        elif isinstance(inner, exp.Literal) and (inner.is_number or not negative):
+            values.append(("-" if negative else "") + str(inner.this))
+        else:
+            raise PgError("42601", "EXECUTE takes literal arguments: EXECUTE name(30, 'text')")
+    return values
 
 
 class DPPortal(Portal):
