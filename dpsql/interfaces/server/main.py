@@ -130,6 +130,11 @@ def main(argv: list[str]) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        import pg_mimic  # noqa: F401
+    except ImportError:
+        print("Error: dpsql serve needs the server extra: pip install 'dpsql[server]'", file=sys.stderr)
+        return EXIT_ERROR
+    try:
         if args.hash_password:
             return hash_password()
         asyncio.run(serve(args))
