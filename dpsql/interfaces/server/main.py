@@ -1,6 +1,6 @@
 """``dpsql serve``: a PostgreSQL-wire front end for a dpsql connection.
 
-    dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433] [--workers N]
+    dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433] [--workers N] [--processes N]
     dpsql serve --demo [--host ...] [--port ...]
     dpsql serve --hash-password        # reads a password on stdin, prints its SCRAM verifier
 
@@ -35,8 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--workers", type=int, default=max(2, min(8, (os.cpu_count() or 2) * 2)),
                    help="threads running dpsql work (default: twice the cores, 2 to 8)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="server processes sharing the port (default 1; more needs a ledger file)")
     p.add_argument("--demo", action="store_true", help="serve the bundled UCI Adult table and its policy")
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
+    p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
     p.add_argument("--hash-password", action="store_true",
                    help="read a password on stdin, print its SCRAM-SHA-256 verifier for [server.users] and exit")
     return p
@@ -81,6 +84,9 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
             raise Error(f"no users are configured ([server.users] in the policy), so dpsql serve accepts any user "
                         f"without a password and listens on loopback only; {args.host} is not a loopback address")
         declared = tables(con)
+        if args.processes > 1 and con.policy.ledger is None:
+            raise Error("--processes above 1 needs a policy with a budget.ledger file: each process would "
+                        "otherwise keep a budget of its own in memory")
     except BaseException:
         con.close()
         raise
@@ -89,9 +95,13 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
     server = PgServer(session_factory=lambda: DPSession(pool, users, declared),
                       auth_plugin_factory=lambda _user: auth, server_version="16.0 (dpsql)")
     try:
-        listening = await server.start_server(host=args.host, port=args.port)
+        many = args.processes > 1 or args.reuse_port
+        listening = await server.start_server(host=args.host, port=args.port, reuse_port=many or None)
         host, port = listening.sockets[0].getsockname()[:2]
+        children = spawn_children(args, port) if args.processes > 1 else []
         where = f"{con.policy.source or 'the demo policy'}; tables: {', '.join(sorted(declared)) or 'none'}"
+        if args.reuse_port:  # a child: the parent has said it all
+            where = "another process of the same server"
         print(f"dpsql serve: listening on {host}:{port} ({where})", file=sys.stderr, flush=True)
         if users:
             print(f"dpsql serve: {len(users)} user(s), SCRAM-SHA-256 passwords", file=sys.stderr, flush=True)
@@ -111,8 +121,23 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
         await stop.wait()
         server.close()
         task.cancel()
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait()
     finally:
         pool.close()
+
+
+def spawn_children(args: argparse.Namespace, port: int) -> list[t.Any]:
+    """``--processes N``: N - 1 more servers on the same port (the kernel spreads connections
+    over them); each has its own DuckDB and worker pool, and they share the ledger file."""
+    import subprocess
+
+    command = [sys.executable, "-m", "dpsql", "serve", args.database, "--policy", args.policy, "--host", args.host,
+               "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
+    return [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(args.processes - 1)]
 
 
 def hash_password() -> int:
