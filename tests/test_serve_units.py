@@ -107,3 +107,38 @@ def test_hash_password_prints_a_verifier():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     parse_verifier("x", out.stdout.strip())
+
+
+def test_processes_share_the_port_and_the_ledger(tmp_path):
+    import threading
+
+    from tests.serve.harness import PASSWORDS
+
+    srv = start(tmp_path, users=True, extra=["--processes", "2"])
+    answers, errors = [], []
+
+    def client(k: int) -> None:
+        try:
+            with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=alice "
+                                 f"password={PASSWORDS['alice']}") as con:
+                for i in range(3):
+                    answers.append(con.execute("SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.01)").fetchall())
+        except Exception as err:
+            errors.append(err)
+
+    try:
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=120)
+        assert not errors and len(answers) == 24
+        assert len(srv.entries("alice")) == 24
+    finally:
+        srv.stop()
+
+
+def test_processes_need_a_ledger_file():
+    out = subprocess.run([sys.executable, "-m", "dpsql", "serve", "--demo", "--port", "0", "--processes", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "needs a policy with a budget.ledger file" in out.stderr
