@@ -5,8 +5,8 @@
 Builds the synthetic ``people`` table (bench/common.py) in a DuckDB file, starts ``dpsql serve``
 on it in a subprocess, and measures with psycopg 3:
 
-* round trip: the median time of one ``DP_MEAN(age)`` through the server (one connection,
-  simple protocol) and through ``Connection.sql`` in this process; target: server ≤ 1.5 × API
+* round trip: the median time of one ``DP_MEAN(age)`` through the server (one connection)
+  and through ``Connection.sql`` in this process, calls interleaved; target: server ≤ 1.5 × API
   + 5 ms;
 * throughput: queries per second of 1 client, then of 8 concurrent clients (threads, one
   connection each), each running the query in a loop for ``--seconds``; target: 8 clients ≥
@@ -64,14 +64,17 @@ def start(database: Path, policy: Path, workers: int, processes: int = 1) -> tup
     raise SystemExit("dpsql serve did not start")
 
 
-def median_ms(fn, runs: int) -> float:
-    fn()  # warm
-    times = []
+def median_ms(fns: list, runs: int) -> list[float]:
+    """Median time of each function, calls interleaved (the machine's load drifts alike for all)."""
+    times: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
+        fn()  # warm
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1000 for ts in times]
 
 
 def throughput(dsn: str, clients: int, seconds: float) -> tuple[float, int]:
@@ -132,10 +135,10 @@ def main() -> int:
         try:
             dsn = f"host=127.0.0.1 port={port} dbname=people user=bench"
             api = dpsql.connect(str(database), str(policy), read_only=True)
-            api_ms = median_ms(lambda: api.sql(QUERY), args.runs)
-            api.close()
             with psycopg.connect(dsn, autocommit=True) as pg:
-                wire_ms = median_ms(lambda: pg.execute(QUERY).fetchall(), args.runs)
+                api_ms, wire_ms = median_ms([lambda: api.sql(QUERY), lambda: pg.execute(QUERY).fetchall()],
+                                            args.runs)
+            api.close()
             with Ledger.open(str(ledger), None) as led:
                 before = len(led.history())
             one_qps, one_n = throughput(dsn, 1, args.seconds)

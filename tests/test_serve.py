@@ -85,6 +85,20 @@ def test_psycopg_catalog_query_types_and_refusal(server):
             cur.execute("SELECT * FROM adult")
 
 
+def test_session_statements_are_answered_without_dpsql(server):
+    with psycopg.connect(dsn(server), autocommit=True) as con:
+        assert con.execute("SHOW TRANSACTION ISOLATION LEVEL").fetchall() == [("read committed",)]
+        con.execute("SET TIME ZONE 'UTC'")
+        con.execute("SET application_name = 'probe'")
+        assert con.execute("SHOW application_name").fetchall() == [("probe",)]
+        con.execute("BEGIN")
+        assert "dpsql" in con.execute("SELECT version()").fetchall()[0][0]
+        assert con.execute("SELECT current_schema()").fetchall()[0][0] == "public"
+        con.execute("COMMIT")
+        assert con.execute("SHOW TABLES").fetchall() == [("adult", "private"), ("education_levels", "public")]
+        assert con.execute("SELECT DP_COUNT(*) AS n FROM public.adult WITH (epsilon = 0.1)").fetchall()[0][0] > 0
+
+
 def test_psycopg_prepared_six_times_parameters_bound_safely(server):
     before = len(server.entries("alice"))
     with psycopg.connect(dsn(server)) as con:

@@ -121,7 +121,7 @@ def test_processes_share_the_port_and_the_ledger(tmp_path):
         try:
             with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=alice "
                                  f"password={PASSWORDS['alice']}") as con:
-                for i in range(3):
+                for _ in range(3):
                     answers.append(con.execute("SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.01)").fetchall())
         except Exception as err:
             errors.append(err)

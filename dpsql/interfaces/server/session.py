@@ -114,8 +114,7 @@ class DPStatement(Statement):
 
     def _describe(self, worker: Worker) -> list[Column]:
         con = worker.connection
-        text = params.stand_ins(self.sql, self.param_oids) if any(True for _ in self.param_oids) else \
-            params.inline(self.sql, [], [])
+        text = params.stand_ins(self.sql, self.param_oids) if self.param_oids else params.inline(self.sql, [], [])
         from dpsql.describe import answer
 
         shown = answer(con, text)  # DESCRIBE t, SHOW TABLES, ...: from the policy, free
