@@ -142,3 +142,14 @@ def test_processes_need_a_ledger_file():
     out = subprocess.run([sys.executable, "-m", "dpsql", "serve", "--demo", "--port", "0", "--processes", "2"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "needs a policy with a budget.ledger file" in out.stderr
+
+
+def test_benchmarks_page_keeps_the_serve_section_when_rewritten():
+    from pathlib import Path
+
+    from bench.report import KEPT, kept_sections
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    kept = kept_sections(page)
+    assert kept.startswith(KEPT + "\n## dpsql serve\n") and "answers = charges" in kept
+    assert kept_sections("# B\n\n" + KEPT + "\n## S\nbody\n\n## T\nt\n") == KEPT + "\n## S\nbody\n"

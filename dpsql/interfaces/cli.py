@@ -2,6 +2,7 @@
 
     dpsql [DATABASE | DATA FILES] [--policy FILE] [-c SQL] [-f FILE] [--format table|csv|json] [--demo]
     dpsql DATABASE --policy FILE --budget | --init-ledger | --set-budget
+    dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433]   (docs/bi.md)
 
 With ``-c`` or ``-f`` it runs the statements and exits; with neither, it reads statements from
 standard input, or opens the interactive shell when standard input is a terminal. Special
