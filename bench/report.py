@@ -606,10 +606,25 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
     return re.sub(re.escape(tempfile.gettempdir()) + r"/[^\s)'\"]*", "<temporary file>", text)
 
 
+#: Sections of the page measured by their own scripts (not by ``run.py --all``): kept as they are
+#: when the page is rewritten. Each starts with this marker line and runs to the next ``## ``.
+KEPT = "<!-- measured separately: kept when run.py rewrites this page -->"
+
+
+def kept_sections(old: str) -> str:
+    """The separately measured sections of the current page, in order."""
+    out = []
+    for chunk in old.split(KEPT)[1:]:
+        end = chunk.find("\n## ", chunk.find("## ") + 3)
+        out.append(KEPT + (chunk if end < 0 else chunk[:end + 1]).rstrip() + "\n")
+    return "\n".join(out)
+
+
 def write(res: dict[str, t.Any], docs: Path) -> Path:
     images = charts(res, docs / "img")
     path = docs / "benchmarks.md"
-    path.write_text(render(res, images))
+    kept = kept_sections(path.read_text(encoding="utf-8")) if path.exists() else ""
+    path.write_text(render(res, images) + ("\n" + kept if kept else ""))
     return path
 
 

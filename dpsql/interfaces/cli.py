@@ -2,6 +2,7 @@
 
     dpsql [DATABASE | DATA FILES] [--policy FILE] [-c SQL] [-f FILE] [--format table|csv|json] [--demo]
     dpsql DATABASE --policy FILE --budget | --init-ledger | --set-budget
+    dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433]   (docs/bi.md)
 
 With ``-c`` or ``-f`` it runs the statements and exits; with neither, it reads statements from
 standard input, or opens the interactive shell when standard input is a terminal. Special
@@ -160,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         from dpsql.interfaces.sensitivity_cli import main as sensitivity_main
 
         return sensitivity_main(argv[1:])
+    if argv and argv[0] == "serve":  # the PostgreSQL-wire front end
+        from dpsql.interfaces.server.main import main as serve_main
+
+        return serve_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if len(args.database) > 1 and not _all_data_files(args.database):

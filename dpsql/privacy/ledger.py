@@ -37,7 +37,10 @@ _APPLICATION_ID = 0x64707371  # "dpsq"
 _FORMAT = 1
 _TIMEOUT_S = 30.0  # concurrent processes wait for the write lock rather than fail
 _HEADER_COLS = ["id", "format", "kind", "total_epsilon", "total_delta", "total_rho", "created"]
-_ENTRY_COLS = ["id", "time", "epsilon", "delta", "rho", "query", "detail"]
+_ENTRY_COLS = ["id", "time", "epsilon", "delta", "rho", "query", "detail", "user"]
+#: the entry columns of ledgers made before charges recorded who spent them (migrated on open)
+_ENTRY_COLS_V1 = _ENTRY_COLS[:-1]
+_ADD_USER = "ALTER TABLE ledger_entries ADD COLUMN user TEXT NOT NULL DEFAULT ''"
 _SCHEMA = (
     "CREATE TABLE ledger_header (id INTEGER PRIMARY KEY CHECK (id = 1),"
     " format INTEGER NOT NULL, kind TEXT NOT NULL, total_epsilon REAL NOT NULL,"
@@ -45,7 +48,7 @@ _SCHEMA = (
     "CREATE TABLE ledger_entries (id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " time TEXT NOT NULL, epsilon REAL NOT NULL CHECK (epsilon >= 0),"
     " delta REAL NOT NULL CHECK (delta >= 0), rho REAL NOT NULL CHECK (rho >= 0),"
-    " query TEXT NOT NULL, detail TEXT NOT NULL)",
+    " query TEXT NOT NULL, detail TEXT NOT NULL, user TEXT NOT NULL DEFAULT '')",
 )
 
 #: ``detail`` of the zero-cost entry that records a change of the total
@@ -67,6 +70,8 @@ class Entry:
     cost: Cost
     query: str
     detail: str
+    #: who spent it (the server's user name); empty for the Python API and the command
+    user: str = ""
 
 
 def format_total(total: Cost, kind: str) -> str:
@@ -205,6 +210,18 @@ def _spent(conn: sqlite3.Connection, name: str) -> Cost:
     return _Totals().read(conn, name)
 
 
+def _spent_by(conn: sqlite3.Connection, name: str, user: str) -> Cost:
+    """Exact sums of the entries of one user."""
+    sums = [Fraction(0), Fraction(0), Fraction(0)]
+    for values in conn.execute("SELECT epsilon, delta, rho FROM ledger_entries WHERE user = ?", (user,)):
+        for i, v in enumerate(values):
+            sums[i] += Fraction(v)
+    try:
+        return Cost(*(float(x) for x in sums))
+    except BudgetError as e:
+        raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
+
+
 def _check_file(path: str) -> None:
     """Refuse before SQLite touches it a path that is not a writable SQLite file."""
     try:
@@ -229,7 +246,8 @@ def _validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tup
     if conn.execute("PRAGMA application_id").fetchone()[0] != _APPLICATION_ID:
         raise LedgerError(f"budget ledger {name} is not a dpsql budget ledger")
     for table, expected in (("ledger_header", _HEADER_COLS), ("ledger_entries", _ENTRY_COLS)):
-        if [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] != expected:
+        found = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        if found != expected and not (table == "ledger_entries" and found == _ENTRY_COLS_V1):
             raise LedgerError(f"{bad} table {table} is missing or altered")
     rows = conn.execute(f"SELECT {', '.join(_HEADER_COLS[1:])} FROM ledger_header").fetchall()
     if len(rows) != 1:
@@ -252,6 +270,14 @@ def _validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tup
             f"policy's budget is {format_total(budget.total, kind)}; {_FIX}")
     _spent(conn, name)
     return recorded, created
+
+
+def _add_user_column(conn: sqlite3.Connection) -> None:
+    """Migrate a ledger made before entries recorded their user: add the column (empty for the
+    old entries), in one transaction that another process may have done first."""
+    with _immediate(conn):
+        if [r[1] for r in conn.execute("PRAGMA table_info(ledger_entries)")] == _ENTRY_COLS_V1:
+            conn.execute(_ADD_USER)
 
 
 class Ledger:
@@ -300,6 +326,7 @@ class Ledger:
             recorded, created = _validate(conn, name, budget)
             conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
             conn.execute("PRAGMA synchronous = FULL")
+            _add_user_column(conn)
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):
@@ -318,14 +345,17 @@ class Ledger:
             except sqlite3.Error as e:
                 raise LedgerError(f"budget ledger {self._name} {action}: {e}") from e
 
-    def charge(self, cost: Cost, query: str = "", detail: str = "") -> int:
+    def charge(self, cost: Cost, query: str = "", detail: str = "", *, user: str = "",
+               user_total: Cost | None = None) -> int:
         """Record ``cost`` if it fits in the remaining budget; return the new entry id.
 
         Check and insert are one ``BEGIN IMMEDIATE`` transaction, durably committed
         on return. A zero cost writes nothing and returns 0. Raises BudgetError
         (nothing charged) if the cost exceeds what remains or has no equivalent in
         the ledger's kind, LedgerError if the ledger cannot be written or its total was
-        changed (by :meth:`set_total` elsewhere) since it was opened.
+        changed (by :meth:`set_total` elsewhere) since it was opened. ``user`` is recorded with
+        the entry; with ``user_total`` (that user's share of the total) the user's own charges,
+        this one included, must also fit in it, checked in the same transaction.
         """
         if not isinstance(cost, Cost):
             raise TypeError(f"charge() needs a Cost, got {type(cost).__name__}")
@@ -340,10 +370,12 @@ class Ledger:
                     f"{format_total(total, self.kind)} after it was opened with "
                     f"{format_total(self.budget.total, self.kind)}; open it again")
             self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
+            if user_total is not None:
+                Budget(user_total).check(_spent_by(conn, self._name, user), amount)
             cur = conn.execute(
-                "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (_now(), amount.epsilon, amount.delta, amount.rho, str(query), str(detail)))
+                "INSERT INTO ledger_entries (time, epsilon, delta, rho, query, detail, user)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (_now(), amount.epsilon, amount.delta, amount.rho, str(query), str(detail), str(user)))
             entry_id = int(cur.lastrowid or 0)
         return entry_id
 
@@ -384,6 +416,11 @@ class Ledger:
         with self._db("cannot be read") as conn:
             return self._totals.read(conn, self._name)
 
+    def spent_by(self, user: str) -> Cost:
+        """The sum of the charges recorded for ``user``."""
+        with self._db("cannot be read") as conn:
+            return _spent_by(conn, self._name, user)
+
     def remaining(self) -> Cost:
         """What is left of the total: ε and δ, or ρ (never negative)."""
         return self.budget.remaining(self.spent())
@@ -393,8 +430,8 @@ class Ledger:
         with self._db("cannot be read") as conn:
             rows = conn.execute(
                 f"SELECT {', '.join(_ENTRY_COLS)} FROM ledger_entries ORDER BY id").fetchall()
-        return [Entry(i, datetime.fromisoformat(t), Cost(e, d, r), q, dt)
-                for i, t, e, d, r, q, dt in rows]
+        return [Entry(i, datetime.fromisoformat(t), Cost(e, d, r), q, dt, u)
+                for i, t, e, d, r, q, dt, u in rows]
 
     def close(self) -> None:
         """Close the ledger (idempotent); later calls raise LedgerError."""

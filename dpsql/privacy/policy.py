@@ -147,6 +147,8 @@ class Policy:
     #: the connection's own database (its DuckDB catalog name), once known: ``db.schema.table``
     #: names then mean ``schema.table`` (see :meth:`in_database`)
     database: str | None = None
+    #: the ``[server]`` section, read by ``dpsql serve`` (users, passwords, budget shares)
+    server: dict[str, t.Any] = field(default_factory=dict)
 
     def table(self, name: str) -> TablePolicy | None:
         """The table declared under ``name`` (``table`` in schema main, ``schema.table``, or
@@ -384,7 +386,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
         raise PolicyError("a policy must be a table of settings")
     if _looks_like_smartnoise(data):
         return _from_smartnoise(data, source)
-    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach"}
+    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach", "server"}
     if unknown:
         raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
     neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
@@ -412,8 +414,12 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise PolicyError("group_size must be an integer >= 1")
+    server = data.get("server", {})
+    if not isinstance(server, dict):
+        raise PolicyError("server must be a table of settings ([server])")
     return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
-                  group_size=group_size, source=source, attach=attach)
+                  group_size=group_size, source=source, attach=attach,
+                  server=server)
 
 
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

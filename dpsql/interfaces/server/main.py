@@ -1,0 +1,174 @@
+"""``dpsql serve``: a PostgreSQL-wire front end for a dpsql connection.
+
+    dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433] [--workers N] [--processes N]
+    dpsql serve --demo [--host ...] [--port ...]
+    dpsql serve --hash-password        # reads a password on stdin, prints its SCRAM verifier
+
+It binds to 127.0.0.1 unless told otherwise. With users in the policy's ``[server]`` section
+every client authenticates with SCRAM-SHA-256; with none, any user name is accepted without a
+password, and then only on a loopback address (it says so when it starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import typing as t
+
+from dpsql.errors import Error
+
+DEFAULT_PORT = 5433
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from dpsql.interfaces.console import Parser
+
+    p = Parser(prog="dpsql serve", description="Serve a DuckDB database through dpsql over the PostgreSQL protocol.")
+    p.add_argument("database", nargs="?", metavar="DATABASE", help="DuckDB database file")
+    p.add_argument("--policy", metavar="FILE", help="privacy policy (TOML or YAML); users in its [server] section")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--workers", type=int, default=max(2, min(8, (os.cpu_count() or 2) * 2)),
+                   help="threads running dpsql work (default: twice the cores, 2 to 8)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="server processes sharing the port (default 1; more needs a ledger file)")
+    p.add_argument("--demo", action="store_true", help="serve the bundled UCI Adult table and its policy")
+    p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
+    p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
+    p.add_argument("--hash-password", action="store_true",
+                   help="read a password on stdin, print its SCRAM-SHA-256 verifier for [server.users] and exit")
+    return p
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def open_connection(args: argparse.Namespace) -> t.Any:
+    from dpsql.connection import connect
+    from dpsql.interfaces.demo import connect_demo
+
+    if args.demo:
+        if args.database or args.policy:
+            raise Error("--demo serves its own in-memory database and policy; drop DATABASE and --policy")
+        return connect_demo()
+    if not args.database or not args.policy:
+        raise Error("dpsql serve needs a database and a policy: dpsql serve DATABASE --policy FILE (or --demo)")
+    if not os.path.exists(args.database):
+        raise Error(f"database {args.database} does not exist")
+    return connect(args.database, args.policy, init_ledger=args.init_ledger, read_only=True)
+
+
+async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | None = None) -> None:
+    from pg_mimic import PgServer
+
+    from .catalog import tables
+    from .pool import Pool
+    from .session import DPSession
+    from .users import ScramVerifierAuth, TrustLoopback, load_users
+
+    con = open_connection(args)
+    try:
+        users = load_users(con.policy)
+        if not users and not is_loopback(args.host):
+            raise Error(f"no users are configured ([server.users] in the policy), so dpsql serve accepts any user "
+                        f"without a password and listens on loopback only; {args.host} is not a loopback address")
+        declared = tables(con)
+        if args.processes > 1 and con.policy.ledger is None:
+            raise Error("--processes above 1 needs a policy with a budget.ledger file: each process would "
+                        "otherwise keep a budget of its own in memory")
+    except BaseException:
+        con.close()
+        raise
+    pool = Pool(con, max(1, args.workers))
+    auth = ScramVerifierAuth(users) if users else TrustLoopback()
+    server = PgServer(session_factory=lambda: DPSession(pool, users, declared),
+                      auth_plugin_factory=lambda _user: auth, server_version="16.0 (dpsql)")
+    try:
+        many = args.processes > 1 or args.reuse_port
+        listening = await server.start_server(host=args.host, port=args.port, reuse_port=many or None)
+        host, port = listening.sockets[0].getsockname()[:2]
+        children = spawn_children(args, port) if args.processes > 1 else []
+        where = f"{con.policy.source or 'the demo policy'}; tables: {', '.join(sorted(declared)) or 'none'}"
+        if args.reuse_port:  # a child: the parent has said it all
+            where = "another process of the same server"
+        print(f"dpsql serve: listening on {host}:{port} ({where})", file=sys.stderr, flush=True)
+        if users:
+            print(f"dpsql serve: {len(users)} user(s), SCRAM-SHA-256 passwords", file=sys.stderr, flush=True)
+        else:
+            print("dpsql serve: no users configured: any user name is accepted WITHOUT a password, "
+                  "on the loopback address only", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready(host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+        task = asyncio.ensure_future(server.serve_forever())
+        await stop.wait()
+        server.close()
+        task.cancel()
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait()
+    finally:
+        pool.close()
+
+
+def spawn_children(args: argparse.Namespace, port: int) -> list[t.Any]:
+    """``--processes N``: N - 1 more servers on the same port (the kernel spreads connections
+    over them); each has its own DuckDB and worker pool, and they share the ledger file."""
+    import subprocess
+
+    command = [sys.executable, "-m", "dpsql", "serve", args.database, "--policy", args.policy, "--host", args.host,
+               "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
+    return [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(args.processes - 1)]
+
+
+def hash_password() -> int:
+    from .users import make_verifier
+
+    password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise Error("no password on standard input")
+    print(make_verifier(password))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, one_line
+
+    args = build_parser().parse_args(argv)
+    try:
+        import pg_mimic  # noqa: F401
+    except ImportError:
+        print("Error: dpsql serve needs the server extra: pip install 'dpsql[server]'", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        if args.hash_password:
+            return hash_password()
+        asyncio.run(serve(args))
+        return EXIT_OK
+    except Error as err:
+        print(f"Error: {one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:
+        print(f"Error: cannot listen on {args.host}:{args.port}: {err.strerror or err}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_OK

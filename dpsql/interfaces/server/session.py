@@ -1,0 +1,244 @@
+"""Protocol glue: a pg_mimic session whose statements all go through dpsql.
+
+pg_mimic drives both the simple and the extended protocol through one Statement / Portal
+interface: ``describe()`` may be called at Parse, Bind or Describe time and must never run
+anything; ``Portal.execute()`` is the only place a statement runs. Here:
+
+* the catalog middleware (:mod:`.catalog`, then pg_mimic's own chain) answers transaction
+  control, ``SET``/``SHOW``, session functions, ``information_schema`` and ``pg_catalog``
+  from the policy's declared tables;
+* every other statement is a :class:`DPStatement`: ``describe()`` prepares it with dpsql (parse,
+  bind, plan, rewrite: no data read, nothing charged) and derives its columns from the plan;
+  ``execute()`` inlines the bound parameters and runs it with ``Connection.sql``, charging the
+  budget once per execution, as the connected user.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import typing as t
+
+from pg_mimic import Portal, Session, Statement
+from pg_mimic.errors import PgError
+from pg_mimic.middleware import DEFAULT_MIDDLEWARE, resolve
+from pg_mimic.results import ResultColumn
+
+from dpsql.errors import BindError, BudgetError, Error, OptionError, ParseError, PrivacyError
+
+from . import catalog, params
+from .columns import Column, conform, oid_of_duckdb
+
+if t.TYPE_CHECKING:
+    from .pool import Pool, Worker
+    from .users import User
+
+log = logging.getLogger("dpsql.serve")
+
+INTERNAL = "internal error; the details are withheld because they could depend on private values"
+
+
+def sqlstate(err: Error) -> str:
+    """The SQLSTATE a client sees for a dpsql error (the message is dpsql's one line)."""
+    if isinstance(err, BudgetError):
+        return "53400"  # configuration_limit_exceeded: the budget is spent
+    if isinstance(err, PrivacyError):
+        return "42501"  # insufficient_privilege: refused by the policy
+    if isinstance(err, ParseError):
+        return "42601"  # syntax_error
+    if isinstance(err, OptionError):
+        return "22023"  # invalid_parameter_value
+    if isinstance(err, BindError):
+        return "42P01" if "table" in str(err).split(":")[0] else "42703"
+    return "XX000"
+
+
+def as_pg_error(err: BaseException) -> PgError:
+    if isinstance(err, PgError):
+        return err
+    if isinstance(err, Error):
+        return PgError(sqlstate(err), " ".join(str(err).split()))
+    log.exception("unexpected failure", exc_info=err)
+    return PgError("XX000", INTERNAL)
+
+
+class DPSession(Session):
+    """One client connection."""
+
+    def __init__(self, pool: Pool, users: dict[str, User], declared: dict[str, dict[str, int]]) -> None:
+        #: SQL-level prepared statements (PREPARE name AS ...): name → (text, parameter types)
+        self.named: dict[str, tuple[str, list[int | None]]] = {}
+        self.pool = pool
+        self.users = users
+        self.declared = declared
+        self.middleware = (*catalog.MIDDLEWARE, catalog.jdbc(declared), *DEFAULT_MIDDLEWARE)
+
+    async def schema(self) -> dict[str, dict[str, str]]:
+        return catalog.schema(self.declared)
+
+    @property
+    def user(self) -> str:
+        return self._connection.username if self._connection is not None else ""
+
+    async def prepare(self, sql: str, param_oids: list[int | None]) -> Statement:
+        named = sql_prepared(self, sql)
+        if named is not None:
+            return named
+        if catalog.is_dpsql_statement(sql):
+            return DPStatement(self, sql, param_oids)
+        try:
+            answered = await resolve(self._connection, sql, param_oids, self.middleware)
+        except Error as err:
+            raise as_pg_error(err) from None
+        if answered is not None:
+            return answered
+        return DPStatement(self, sql, param_oids)
+
+    async def run(self, fn: t.Callable[[Worker], t.Any]) -> t.Any:
+        try:
+            return await self.pool.run(fn)
+        except Exception as err:
+            raise as_pg_error(err) from None
+
+
+class DPStatement(Statement):
+    """A statement that dpsql prepares (Describe) and runs (Execute)."""
+
+    def __init__(self, session: DPSession, sql: str, param_oids: list[int | None]) -> None:
+        self.session = session
+        self.sql = sql
+        declared = list(param_oids)
+        n = params.count(sql)
+        self.param_oids = declared + [None] * max(0, n - len(declared))
+        self._columns: list[Column] | None = None
+
+    def _describe(self, worker: Worker) -> list[Column]:
+        con = worker.connection
+        text = params.stand_ins(self.sql, self.param_oids) if self.param_oids else params.inline(self.sql, [], [])
+        from dpsql.describe import answer
+
+        shown = answer(con, text)  # DESCRIBE t, SHOW TABLES, ...: from the policy, free
+        if shown is not None:
+            from .columns import oid_of_arrow
+
+            return [Column(f.name, oid_of_arrow(f.type)) for f in shown.table.schema]
+        return worker.binder.columns(con, con.prepare(text))
+
+    async def columns(self) -> list[Column]:
+        if self._columns is None:
+            self._columns = await self.session.run(self._describe)
+        return self._columns
+
+    async def describe(self) -> list[ResultColumn] | None:
+        return [ResultColumn(c.name, c.oid) for c in await self.columns()]
+
+    def bind(self, values: list[t.Any]) -> Portal:
+        return DPPortal(self, values)
+
+
+class ExecuteStatement(DPStatement):
+    """``EXECUTE name(args)``: the named statement, bound to the literal arguments."""
+
+    def __init__(self, session: DPSession, sql: str, oids: list[int | None], values: list[t.Any]) -> None:
+        super().__init__(session, sql, oids)
+        self.values = values
+
+    def bind(self, values: list[t.Any]) -> Portal:
+        return DPPortal(self, self.values)
+
+
+_PREPARE = re.compile(r"^\s*PREPARE\s+(?P<name>\w+)\s*(?:\((?P<types>[^)]*)\))?\s+AS\s+(?P<body>.+)$",
+                      re.IGNORECASE | re.DOTALL)
+_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>\w+)\s*(?:\((?P<args>.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_DEALLOCATE = re.compile(r"^\s*DEALLOCATE\s+(?:PREPARE\s+)?(?P<name>\w+)\s*;?\s*$", re.IGNORECASE)
+
+
+def sql_prepared(session: DPSession, sql: str) -> Statement | None:
+    """``PREPARE name [(types)] AS statement``, ``EXECUTE name(args)`` and ``DEALLOCATE name``:
+    prepared statements for clients that have no extended protocol (psql). Arguments must be
+    literals; they are inlined like bound parameters, and each EXECUTE is charged."""
+    from pg_mimic import StaticStatement
+
+    m = _PREPARE.match(sql)
+    if m:
+        name = m.group("name").lower()
+        if name in session.named:
+            raise PgError("42P05", f'prepared statement "{name}" already exists')
+        types = [t.strip() for t in (m.group("types") or "").split(",") if t.strip()]
+        oids = [oid_of_duckdb(_DUCKDB_NAMES.get(t.lower(), t)) for t in types]
+        body = m.group("body").strip().rstrip(";")
+
+        def store() -> None:
+            session.named[name] = (body, oids)
+
+        return StaticStatement(sql, None, [], store)
+    m = _DEALLOCATE.match(sql)
+    if m:
+        name = m.group("name").lower()
+        return StaticStatement(sql, None, [], lambda: session.named.pop(name, None))
+    m = _EXECUTE.match(sql)
+    if m:
+        name = m.group("name").lower()
+        if name not in session.named:
+            raise PgError("26000", f'prepared statement "{name}" does not exist')
+        body, oids = session.named[name]
+        values = _literal_args(m.group("args") or "")
+        return ExecuteStatement(session, body, oids + [None] * max(0, len(values) - len(oids)), values)
+    return None
+
+
+_DUCKDB_NAMES = {"int": "INTEGER", "int4": "INTEGER", "int8": "BIGINT", "int2": "SMALLINT", "float8": "DOUBLE",
+                 "double precision": "DOUBLE", "float4": "REAL", "text": "VARCHAR", "numeric": "DECIMAL",
+                 "bool": "BOOLEAN"}
+
+
+def _literal_args(text: str) -> list[t.Any]:
+    """The values of ``EXECUTE``'s arguments, which must be literals (or NULL)."""
+    import sqlglot
+    from sqlglot import exp
+
+    if not text.strip():
+        return []
+    try:
+        select = sqlglot.parse_one(f"SELECT {text}", read="postgres")
+    except Exception:
+        raise PgError("42601", "EXECUTE takes literal arguments: EXECUTE name(30, 'text')") from None
+    values: list[t.Any] = []
+    for node in select.expressions:
+        negative = isinstance(node, exp.Neg)
+        inner = node.this if negative else node
+        if isinstance(inner, exp.Null) and not negative:
+            values.append(None)
+        elif isinstance(inner, exp.Boolean) and not negative:
+            values.append("true" if inner.this else "false")
+        elif isinstance(inner, exp.Literal) and (inner.is_number or not negative):
+            values.append(("-" if negative else "") + str(inner.this))
+        else:
+            raise PgError("42601", "EXECUTE takes literal arguments: EXECUTE name(30, 'text')")
+    return values
+
+
+class DPPortal(Portal):
+    def __init__(self, statement: DPStatement, values: list[t.Any]) -> None:
+        self.statement = statement
+        self.values = values
+        self._rows: list[tuple[t.Any, ...]] | None = None
+        self._at = 0
+
+    def _run(self, worker: Worker, columns: list[Column]) -> list[tuple[t.Any, ...]]:
+        st = self.statement
+        session = st.session
+        text = params.inline(st.sql, self.values, st.param_oids)
+        con = worker.connection
+        con.ledger = session.pool.ledger_for(session.users.get(session.user), session.user)
+        result = con.sql(text)
+        return conform(result.table, columns)
+
+    async def execute(self, max_rows: int) -> tuple[list[tuple[t.Any, ...]], bool]:
+        if self._rows is None:
+            columns = await self.statement.columns()
+            self._rows = await self.statement.session.run(lambda w: self._run(w, columns))
+        end = len(self._rows) if max_rows <= 0 else min(len(self._rows), self._at + max_rows)
+        rows = self._rows[self._at:end]
+        self._at = end
+        return rows, max_rows > 0 and end < len(self._rows)

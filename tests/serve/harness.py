@@ -1,0 +1,105 @@
+"""Start ``dpsql serve`` in a subprocess on a free port, on a DuckDB file of the Adult data."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from dpsql.interfaces.demo import load_adult
+from dpsql.interfaces.server.users import make_verifier
+from dpsql.privacy.ledger import Ledger
+
+PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "jdbc": "jdbc-secret", "carol": "carol-secret"}
+SHARES = {"bob": 0.01}
+
+POLICY = """
+[budget]
+epsilon = 100.0
+delta = 1e-5
+ledger = "serve.ledger"
+
+[tables.adult]
+privacy_unit = "row"
+[tables.adult.columns]
+age = {{ lower = 0, upper = 100 }}
+sex = {{ keys = ["Female", "Male"] }}
+
+[tables.education_levels]
+public = true
+
+{server}
+"""
+
+
+def users_section() -> str:
+    lines = []
+    for name, password in PASSWORDS.items():
+        lines += [f"[server.users.{name}]", f'password = "{make_verifier(password)}"']
+        if name in SHARES:
+            lines.append(f"share = {SHARES[name]}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    host: str
+    port: int
+    ledger: str
+    directory: Path
+    log: list[str]
+
+    def entries(self, user: str | None = None) -> list:
+        with Ledger.open(self.ledger, None) as led:
+            return [e for e in led.history() if user is None or e.user == user]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def make_database(directory: Path) -> Path:
+    path = directory / "adult.duckdb"
+    con = duckdb.connect(str(path))
+    load_adult(con)
+    con.close()
+    return path
+
+
+def start(directory: Path, users: bool = True, extra: list[str] | None = None) -> Server:
+    database = directory / "adult.duckdb"
+    if not database.exists():
+        make_database(directory)
+    policy = directory / ("policy.toml" if users else "policy-open.toml")
+    policy.write_text(POLICY.format(server=users_section() if users else ""), encoding="utf-8")
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "dpsql", "serve", str(database), "--policy", str(policy), "--port", "0",
+           "--init-ledger", *(extra or [])]
+    process = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    log: list[str] = []
+    deadline = time.monotonic() + 60
+    assert process.stderr is not None
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        log.append(line)
+        m = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if m:
+            if not users:
+                log.append(process.stderr.readline())
+            return Server(process, m.group(1), int(m.group(2)), str(directory / "serve.ledger"), directory, log)
+    process.kill()
+    raise AssertionError("dpsql serve did not start: " + "".join(log))

@@ -1,0 +1,155 @@
+"""``dpsql serve``'s parts: users and verifiers, parameter inlining, the ledger's user column,
+and the open (no users) mode."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from dpsql.errors import BudgetError, OptionError, PolicyError
+from dpsql.interfaces.server import params
+from dpsql.interfaces.server.main import is_loopback
+from dpsql.interfaces.server.users import load_users, make_verifier, parse_verifier
+from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.ledger import Ledger
+from dpsql.privacy.policy import policy_from_dict
+from tests.serve.harness import start
+
+
+def policy(server: dict) -> object:
+    return policy_from_dict({"budget": {"epsilon": 1.0}, "tables": {"t": {}}, "server": server})
+
+
+def test_users_store_verifiers_never_plaintext():
+    verifier = make_verifier("s3cret")
+    assert "s3cret" not in verifier and verifier.startswith("SCRAM-SHA-256$4096:")
+    users = load_users(policy({"users": {"ann": {"password": verifier, "share": 0.5}}}))
+    assert users["ann"].share == 0.5 and users["ann"].iterations == 4096
+    with pytest.raises(PolicyError, match="never plaintext.*--hash-password"):
+        load_users(policy({"users": {"ann": {"password": "s3cret"}}}))
+    with pytest.raises(PolicyError, match="share must be a number in"):
+        load_users(policy({"users": {"ann": {"password": verifier, "share": 1.5}}}))
+    with pytest.raises(PolicyError, match="unknown key 'port'"):
+        load_users(policy({"port": 1}))
+    with pytest.raises(PolicyError, match="malformed"):
+        parse_verifier("ann", "SCRAM-SHA-256$4096:abc$def")
+    with pytest.raises(PolicyError, match="server must be a table"):
+        policy_from_dict({"budget": {"epsilon": 1.0}, "server": 3})
+
+
+def test_users_file_beside_the_policy(tmp_path):
+    (tmp_path / "users.toml").write_text(f'[users.ann]\npassword = "{make_verifier("x")}"\n', encoding="utf-8")
+    pol = policy_from_dict({"budget": {"epsilon": 1.0}, "server": {"users_file": "users.toml"}},
+                           source=str(tmp_path / "policy.toml"))
+    assert list(load_users(pol)) == ["ann"]
+
+
+def test_parameters_become_literals_of_the_tree():
+    sql = "SELECT DP_COUNT(*) AS n FROM public.adult WHERE sex = $1 AND age > $2 WITH (epsilon = $3)"
+    text = params.inline(sql, ["a' OR 1=1 --", "30", "0.5"], [None, 20, None])
+    assert text == ("SELECT DP_COUNT(*) AS n FROM adult WHERE sex = 'a'' OR 1=1 --' AND age > 30 "
+                    "WITH (epsilon = 0.5)")
+    with pytest.raises(OptionError, match="not a number"):
+        params.inline("SELECT $1", ["1; DROP TABLE t"], [20])
+    assert params.count(sql) == 3
+    assert params.stand_ins(sql, [None, 20, None]).endswith("sex = NULL AND age > 1 WITH (epsilon = 1)")
+
+
+def test_ledger_records_users_and_checks_a_share(tmp_path):
+    path = str(tmp_path / "l.ledger")
+    with Ledger.open(path, Budget(Cost(epsilon=10.0)), create=True) as led:
+        led.charge(Cost(epsilon=1.0), query="q", user="ann", user_total=Cost(epsilon=1.5))
+        with pytest.raises(BudgetError):
+            led.charge(Cost(epsilon=1.0), query="q", user="ann", user_total=Cost(epsilon=1.5))
+        led.charge(Cost(epsilon=1.0), query="q", user="ben")
+        assert led.spent_by("ann") == Cost(epsilon=1.0)
+        assert [e.user for e in led.history()] == ["ann", "ben"]
+
+
+def test_old_ledger_files_gain_the_user_column(tmp_path):
+    path = str(tmp_path / "old.ledger")
+    with Ledger.open(path, Budget(Cost(epsilon=10.0)), create=True) as led:
+        led.charge(Cost(epsilon=1.0), query="before")
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE ledger_entries DROP COLUMN user")  # as files were made before the column
+    con.commit()
+    con.close()
+    with Ledger.open(path, Budget(Cost(epsilon=10.0))) as led:
+        entries = led.history()
+        assert [(e.query, e.user) for e in entries] == [("before", "")]
+        led.charge(Cost(epsilon=1.0), query="after", user="ann")
+        assert led.spent() == Cost(epsilon=2.0)
+
+
+def test_without_users_any_name_on_loopback_only(tmp_path):
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("192.0.2.1")
+    srv = start(tmp_path, users=False)
+    try:
+        assert "WITHOUT a password" in "".join(srv.log)
+        with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=anyone") as con:
+            assert con.execute("SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.1)").fetchall()[0][0] > 0
+        assert [e.user for e in srv.entries()] == ["anyone"]
+    finally:
+        srv.stop()
+    out = subprocess.run([sys.executable, "-m", "dpsql", "serve", str(tmp_path / "adult.duckdb"), "--policy",
+                          str(tmp_path / "policy-open.toml"), "--host", "192.0.2.1", "--port", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "no users are configured" in out.stderr and "not a loopback address" in out.stderr
+
+
+def test_hash_password_prints_a_verifier():
+    out = subprocess.run([sys.executable, "-m", "dpsql", "serve", "--hash-password"], input="pw\n",
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    parse_verifier("x", out.stdout.strip())
+
+
+def test_processes_share_the_port_and_the_ledger(tmp_path):
+    import threading
+
+    from tests.serve.harness import PASSWORDS
+
+    srv = start(tmp_path, users=True, extra=["--processes", "2"])
+    answers, errors = [], []
+
+    def client(k: int) -> None:
+        try:
+            with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=alice "
+                                 f"password={PASSWORDS['alice']}") as con:
+                for _ in range(3):
+                    answers.append(con.execute("SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.01)").fetchall())
+        except Exception as err:
+            errors.append(err)
+
+    try:
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=120)
+        assert not errors and len(answers) == 24
+        assert len(srv.entries("alice")) == 24
+    finally:
+        srv.stop()
+
+
+def test_processes_need_a_ledger_file():
+    out = subprocess.run([sys.executable, "-m", "dpsql", "serve", "--demo", "--port", "0", "--processes", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "needs a policy with a budget.ledger file" in out.stderr
+
+
+def test_benchmarks_page_keeps_the_serve_section_when_rewritten():
+    from pathlib import Path
+
+    from bench.report import KEPT, kept_sections
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    kept = kept_sections(page)
+    assert kept.startswith(KEPT + "\n## dpsql serve\n") and "answers = charges" in kept
+    assert kept_sections("# B\n\n" + KEPT + "\n## S\nbody\n\n## T\nt\n") == KEPT + "\n## S\nbody\n"
