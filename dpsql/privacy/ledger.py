@@ -28,9 +28,11 @@ from pathlib import Path
 from types import TracebackType
 
 from dpsql.errors import BudgetError, LedgerError
+from dpsql.privacy import releases
 from dpsql.privacy.budget import KIND_NAMES, KINDS, TOLERANCE, ZCDP, Budget, Cost, to_kind
+from dpsql.privacy.releases import StoredRelease
 
-__all__ = ["Entry", "Ledger", "format_total"]
+__all__ = ["Entry", "Ledger", "StoredRelease", "format_total"]
 
 _MAGIC = b"SQLite format 3\x00"
 _APPLICATION_ID = 0x64707371  # "dpsq"
@@ -254,6 +256,14 @@ def _validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tup
     return recorded, created
 
 
+def _add_releases_table(conn: sqlite3.Connection, name: str) -> None:
+    """Create the table of reusable releases if the ledger lacks it; refuse an altered one."""
+    with _immediate(conn):
+        conn.execute(releases.SCHEMA)
+    if [r[1] for r in conn.execute("PRAGMA table_info(ledger_releases)")] != releases.COLUMNS:
+        raise LedgerError(f"budget ledger {name} is corrupted: table ledger_releases is altered")
+
+
 class Ledger:
     """A privacy-budget ledger; get one with :meth:`Ledger.open`."""
 
@@ -283,6 +293,7 @@ class Ledger:
                 raise LedgerError("an in-memory budget ledger needs a budget")
             conn = _connect(None)
             _initialise(conn, budget)
+            _add_releases_table(conn, "<in-memory>")
             return cls(conn, None, budget, _now())
         name = os.fspath(path)
         if not os.path.lexists(name):
@@ -300,6 +311,7 @@ class Ledger:
             recorded, created = _validate(conn, name, budget)
             conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
             conn.execute("PRAGMA synchronous = FULL")
+            _add_releases_table(conn, name)
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):
@@ -378,6 +390,26 @@ class Ledger:
                         " VALUES (?, 0, 0, 0, ?, ?)", (_now(), reason.strip(), change))
             self.budget = Budget(new)  # what the header now records
         return old
+
+    def store_release(self, key: str, entry: int, payload: bytes) -> bool:
+        """Keep ``payload`` (a release as published: noisy values, never noise seeds) for reuse
+        under ``key``, tied to the charge ``entry`` that paid for it; return whether it was kept.
+
+        Call only after :meth:`charge` has returned ``entry``: the row is written only if that
+        charge is recorded with a nonzero cost, so a stored release without a charge cannot
+        exist. A crash before this call leaves a charge without a stored release, which only
+        means an identical query later is charged again.
+        """
+        if entry <= 0:
+            return False
+        with self._db("could not store a release") as conn, _immediate(conn):
+            return releases.store(conn, key, entry, payload)
+
+    def find_release(self, key: str, max_age_seconds: float) -> StoredRelease | None:
+        """The newest release kept under ``key`` whose charge is at most ``max_age_seconds``
+        old (``math.inf``: any age), or None."""
+        with self._db("cannot be read") as conn:
+            return releases.find(conn, key, max_age_seconds)
 
     def spent(self) -> Cost:
         """The sum of every recorded charge (in the ledger's kind)."""

@@ -7,6 +7,10 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     epsilon = 10.0
     delta = 1e-5
     ledger = "adult.ledger"              # optional; relative to the policy file
+    [defaults]                           # optional: see dpsql.privacy.defaults
+    epsilon = 0.1                        # spent by a query without WITH (epsilon = ...)
+    plain_aggregates = true              # COUNT/SUM/AVG/... become DP aggregates
+    reuse_releases = "1h"                # an identical query reuses its release (default forever)
     [tables.adult]
     privacy_unit = "row"
     max_rows_per_unit = 1
@@ -49,6 +53,7 @@ from pathlib import Path
 
 from dpsql.errors import PolicyError
 from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.defaults import Defaults, parse_defaults
 
 NEIGHBOURING = ("add_remove", "replace")
 
@@ -111,6 +116,8 @@ class Policy:
     #: protect groups of this many privacy units (Hamming distance k); sensitivities scale by k
     group_size: int = 1
     source: str | None = None
+    #: the ``[defaults]`` section (default budget, plain aggregates, reuse of releases)
+    defaults: Defaults = field(default_factory=Defaults)
 
     def table(self, name: str) -> TablePolicy | None:
         """The table declared under ``name`` (``table`` in schema main, or ``schema.table``)."""
@@ -259,7 +266,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
         raise PolicyError("a policy must be a table of settings")
     if _looks_like_smartnoise(data):
         return _from_smartnoise(data, source)
-    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size"}
+    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "defaults"}
     if unknown:
         raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
     neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
@@ -277,8 +284,9 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise PolicyError("group_size must be an integer >= 1")
+    defaults = parse_defaults(data["defaults"]) if "defaults" in data else Defaults()
     return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
-                  group_size=group_size, source=source)
+                  group_size=group_size, source=source, defaults=defaults)
 
 
 def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:
