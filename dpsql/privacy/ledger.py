@@ -256,11 +256,10 @@ def _validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tup
     return recorded, created
 
 
-def _add_releases_table(conn: sqlite3.Connection, name: str) -> None:
-    """Create the table of reusable releases if the ledger lacks it; refuse an altered one."""
-    with _immediate(conn):
-        conn.execute(releases.SCHEMA)
-    if [r[1] for r in conn.execute("PRAGMA table_info(ledger_releases)")] != releases.COLUMNS:
+def _check_releases_table(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse an altered table of reusable releases (the first release stored creates it)."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(ledger_releases)")]
+    if columns and columns != releases.COLUMNS:
         raise LedgerError(f"budget ledger {name} is corrupted: table ledger_releases is altered")
 
 
@@ -293,7 +292,6 @@ class Ledger:
                 raise LedgerError("an in-memory budget ledger needs a budget")
             conn = _connect(None)
             _initialise(conn, budget)
-            _add_releases_table(conn, "<in-memory>")
             return cls(conn, None, budget, _now())
         name = os.fspath(path)
         if not os.path.lexists(name):
@@ -311,7 +309,7 @@ class Ledger:
             recorded, created = _validate(conn, name, budget)
             conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
             conn.execute("PRAGMA synchronous = FULL")
-            _add_releases_table(conn, name)
+            _check_releases_table(conn, name)
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):

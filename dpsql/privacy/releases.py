@@ -36,7 +36,9 @@ class StoredRelease:
 
 def store(conn: sqlite3.Connection, key: str, entry: int, payload: bytes) -> bool:
     """Insert the release (inside the caller's transaction) if charge ``entry`` exists and cost
-    something; return whether a row was written."""
+    something; return whether a row was written. The first release creates the table, so a
+    ledger that never stored one stays as it was created."""
+    conn.execute(SCHEMA)
     cur = conn.execute(
         "INSERT OR IGNORE INTO ledger_releases (key, entry, payload) SELECT ?, id, ? "
         "FROM ledger_entries WHERE id = ? AND (epsilon > 0 OR delta > 0 OR rho > 0)",
@@ -44,9 +46,14 @@ def store(conn: sqlite3.Connection, key: str, entry: int, payload: bytes) -> boo
     return cur.rowcount == 1
 
 
+def _exists(conn: sqlite3.Connection) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_releases'").fetchone() is not None
+
+
 def find(conn: sqlite3.Connection, key: str, max_age_seconds: float) -> StoredRelease | None:
     """The newest release under ``key`` whose charge is at most ``max_age_seconds`` old."""
-    if max_age_seconds <= 0:
+    if max_age_seconds <= 0 or not _exists(conn):
         return None
     row = conn.execute(
         "SELECT r.entry, e.time, r.payload FROM ledger_releases r "

@@ -9,9 +9,10 @@ Two opt-in rewrites, both pure functions of the query text and the policy (no ca
   same meaning, with no bounds in the call (the binder takes them from the policy). Anything
   else (a FILTER clause, ``QUANTILE_DISC``, a quantile that is not a number literal, an
   aggregate in a nested subquery) is left as written, and the binder refuses it as before.
-* **default budget** (``epsilon`` / ``delta`` / ``rho`` in ``[defaults]``): a query that gives
-  neither ``epsilon`` nor ``rho`` in ``WITH (...)`` gets the default ones added to its options
-  (and the default ``delta`` unless it gives its own).
+* **default budget** (``epsilon`` / ``delta`` / ``rho`` in ``[defaults]``): a query with DP
+  aggregates (after the mapping above) that gives neither ``epsilon`` nor ``rho`` in
+  ``WITH (...)`` gets the default ones added to its options (and the default ``delta`` unless
+  it gives its own). A query without DP aggregates gets no options.
 
 Each change is described in a line (``COUNT(*) → DP_COUNT(*)``) that EXPLAIN and the result's
 report show. Nothing is changed when the policy does not opt in.
@@ -35,7 +36,7 @@ def apply_defaults(parsed: d.DPQuery, policy: Policy) -> list[str]:
         main = _main_select(parsed.this)
         if main is not None and _reads_private(main, policy):
             notes += _map_aggregates(main)
-    if defaults.budget_given:
+    if defaults.budget_given and parsed.find(d.DPAggregate) is not None:
         notes += _default_budget(parsed, policy)
     return notes
 
