@@ -235,3 +235,16 @@ def test_not_a_probe() -> None:
     r = con.sql("SELECT COUNT(*) FROM people WHERE age = 0 OR 1=0")
     assert r.rowcount == 1
     assert con.sql("SELECT * FROM codes LIMIT 0").rowcount == 0  # public: runs as it is
+
+
+def test_the_readme_defaults_section_is_a_valid_policy_section() -> None:
+    import re
+    import tomllib
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### SQL as BI tools write it", 1)[1]
+    block = re.search(r"```toml\n(.*?)```", section, re.S)
+    assert block is not None
+    d = parse_defaults(tomllib.loads(block.group(1))["defaults"])
+    assert d.epsilon == 0.1 and d.plain_aggregates and d.reuse_seconds == FOREVER
