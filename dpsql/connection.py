@@ -174,7 +174,6 @@ class Connection:
         queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
         """
         from dpsql.describe import answer
-
         from dpsql.engine.probe import NOTE, answer_probe
 
         catalog = answer(self, query)
