@@ -209,9 +209,19 @@ def test_dp_probe_types_from_the_plan() -> None:
     assert r.columns == ["sex", "n", "m", "n1"] and r.rowcount == 0
     types = [str(f.type) for f in r.table.schema]
     assert types == ["string", "int64", "double", "int64"]
-    r = con.sql("SELECT DP_MEAN(age) FROM people WHERE 1=0 WITH (epsilon = 1)")
+    r = con.sql("SELECT DP_MEAN(age) FROM people LIMIT 0 WITH (epsilon = 1)")
     assert r.rowcount == 0 and r.columns == ["DP_MEAN(age)"]
     assert con.budget.spent.epsilon == 0
+
+
+def test_an_aggregate_under_a_false_where_is_a_query_not_a_probe() -> None:
+    con = _connect(BI)
+    r = con.sql("SELECT DP_COUNT(*) AS n FROM people WHERE 1=0")  # SQL gives one row: a DP release
+    assert r.rowcount == 1 and r.cost.epsilon > 0
+    # rows of a subquery that aggregates: a probe, but of a query the binder refuses (the DP
+    # aggregates must be in the outer SELECT), so it is refused too
+    with pytest.raises(PrivacyError):
+        con.sql("SELECT * FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex) AS q WHERE 1=0")
 
 
 def test_probe_of_a_refused_query_is_refused() -> None:

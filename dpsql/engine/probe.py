@@ -7,8 +7,9 @@ column names and types and no rows: nothing is read and nothing is charged.
 * A DP query that is a probe must be accepted as it stands (the whole pipeline up to the plan
   runs, so it needs a budget, from ``WITH (...)`` or the policy's ``[defaults]``); its types
   come from the plan: group keys keep their column's type, a count is ``BIGINT`` and every other
-  DP aggregate ``DOUBLE``, then the post-processing SELECT is bound over them. A DP aggregate
-  without GROUP BY under a constant-false WHERE also gets no row (not a row of noise).
+  DP aggregate ``DOUBLE``, then the post-processing SELECT is bound over them. A constant-false
+  WHERE is a probe only in a SELECT without aggregates in its select list: an aggregate over no
+  rows is one row in SQL, and a DP query keeps its meaning (and its charge).
 * A query that would be refused only because it selects rows of a private table (no aggregate,
   every table declared, every function allowed) is answered with its column names and types,
   bound by DuckDB without running it: names and types are public, as DESCRIBE shows them.
@@ -76,7 +77,8 @@ def _constant(node: exp.Expression) -> bool | None:
 
 
 def is_probe(query: exp.Expression) -> bool:
-    """``LIMIT 0`` on the statement, or a constant-false WHERE on its SELECT."""
+    """``LIMIT 0`` on the statement, or a constant-false WHERE on a SELECT without aggregates
+    in its select list (which selects rows: ``SELECT * FROM (...) WHERE 1=0``)."""
     limit = query.args.get("limit")
     if isinstance(limit, exp.Limit):
         try:
@@ -84,7 +86,9 @@ def is_probe(query: exp.Expression) -> bool:
                 return True
         except ValueError:
             pass
-    where = query.args.get("where") if isinstance(query, exp.Select) else None
+    if not isinstance(query, exp.Select) or any(e.find(exp.AggFunc) for e in query.expressions):
+        return False  # an aggregate over no rows is one row in SQL: not a probe, a query
+    where = query.args.get("where")
     return where is not None and _constant(where.this) is False
 
 
