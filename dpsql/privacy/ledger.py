@@ -10,6 +10,10 @@ created: opening it with a budget of another kind or another total is refused,
 so editing a policy file cannot raise it. Only :meth:`Ledger.set_total` changes
 it, and records the change as a zero-cost entry in the history. A file that is
 missing, not a ledger or damaged raises LedgerError and is never reset.
+
+The same file keeps releases for reuse (:mod:`dpsql.privacy.releases`, table
+``ledger_releases``, created by the first one stored): each is written after the charge that
+paid for it commits, and only if that charge is recorded.
 """
 
 from __future__ import annotations
