@@ -9,6 +9,7 @@ time, nothing is charged and the message is withheld (it could quote private val
 
 from __future__ import annotations
 
+import contextlib
 import os
 import typing as t
 from dataclasses import dataclass
@@ -91,6 +92,8 @@ class Connection:
         ledger: Ledger,
         noise: NoiseSource | None = None,
         located: dict[str, str] | None = None,
+        *,
+        user: str | None = None,
     ) -> None:
         self.engine = DuckDBEngine(con)
         self.engine.located.update(located or {})
@@ -100,6 +103,8 @@ class Connection:
         self.policy = policy
         self.ledger = ledger
         self.noise = noise or default_noise()
+        #: who asks: part of the key under which releases are reused (None is a user too)
+        self.user = user
         if ledger.path is not None:
             _refuse_test_noise(self.noise, ledger.path)
         #: whether the DuckDB connection was the caller's (``connect(duckdb_connection, ...)``):
@@ -175,10 +180,14 @@ class Connection:
         queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
         """
         from dpsql.describe import answer
+        from dpsql.engine.probe import NOTE, answer_probe
 
         catalog = answer(self, query)
         if catalog is not None:
             return catalog
+        empty = answer_probe(query, self.policy, self.engine)
+        if empty is not None:
+            return Result(table=empty, notes=[NOTE])
         prepared = self.prepare(query)
         if prepared.explain:
             import pyarrow as pa
@@ -186,6 +195,9 @@ class Connection:
             return Result(table=pa.table({"explain": prepared.explain_text().splitlines()}))
         if prepared.public:
             return Result(table=self.engine.public(prepared.sql))
+        reused = self._reused(prepared)
+        if reused is not None:
+            return reused
         self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
         names, rows = self.engine.statistics(prepared.sql)
         return self.release(prepared, names, rows)
@@ -202,7 +214,7 @@ class Connection:
         if prepared.plan is None:
             raise Error("a query on public tables has nothing to release")
         amount = self._check_budget(prepared)
-        self.ledger.charge(amount, query=prepared.text.strip(), detail="; ".join(prepared.plan.mechanisms))
+        entry = self.ledger.charge(amount, query=prepared.text.strip(), detail="; ".join(prepared.plan.mechanisms))
         try:
             table, released = release(prepared, names, rows, self.noise, self.engine)
         except Exception:
@@ -211,11 +223,44 @@ class Connection:
             # The plan refuses what could fail on data (e.g. bounds whose sum can overflow) and
             # the release is total, so this is not expected to happen.
             raise ExecutionError(RELEASE_FAILED) from None
-        notes = []
+        notes = list(prepared.rewrites)
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
-        return Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
-                      confidence=prepared.bound.options.confidence, sources=report_sources(prepared))
+        result = Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
+                        confidence=prepared.bound.options.confidence, sources=report_sources(prepared))
+        self._keep(prepared, entry, result)
+        return result
+
+    # -- reuse of releases (dpsql.reuse) ------------------------------------------------------
+
+    def _reuse_key(self, prepared: PreparedQuery) -> str | None:
+        """The key the release of ``prepared`` is kept under, or None when it is not kept: reuse
+        is off in the policy, or the noise is a test source (its releases are not private)."""
+        if self.policy.defaults.reuse_seconds <= 0 or getattr(self.noise, "secure", False) is not True:
+            return None
+        from dpsql.reuse import key
+
+        return key(prepared, self.policy, database=[self.engine.database, *self.engine.files],
+                   kind=self.ledger.kind, user=self.user)
+
+    def _reused(self, prepared: PreparedQuery) -> Result | None:
+        """The earlier release of the same query, if the policy allows reusing it: no charge."""
+        from dpsql.reuse import decode
+
+        key = self._reuse_key(prepared)
+        stored = self.ledger.find_release(key, self.policy.defaults.reuse_seconds) if key else None
+        return decode(stored) if stored is not None else None
+
+    def _keep(self, prepared: PreparedQuery, entry: int, result: Result) -> None:
+        """Store a release for reuse, after its charge. Failing to store it only means that the
+        same query is charged again later, so no failure here reaches the caller."""
+        key = self._reuse_key(prepared)
+        if key is None or entry <= 0:
+            return
+        from dpsql.reuse import encode
+
+        with contextlib.suppress(Exception):
+            self.ledger.store_release(key, entry, encode(result))
 
     def _check_budget(self, prepared: PreparedQuery) -> Cost:
         """The plan's cost in the ledger's kind, refused (BudgetError) if it exceeds what remains."""
@@ -328,6 +373,7 @@ def connect(
     init_ledger: bool = False,
     read_only: bool = False,
     setup: t.Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    user: str | None = None,
 ) -> Connection:
     """Open a DP connection.
 
@@ -339,7 +385,8 @@ def connect(
     ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
     by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
     in-memory one for the life of the connection. A test noise source (such as ``SeededNoise``)
-    is refused with a ledger file: its releases are not private.
+    is refused with a ledger file: its releases are not private. ``user`` names who asks (a
+    server passes its client's user name): releases are reused only for the same user.
     """
     if policy is None:
         raise PolicyError("a policy is required: connect(database, policy='policy.toml')")
@@ -366,7 +413,7 @@ def connect(
             con.close()
         raise
     ledger = Ledger.open(pol.ledger, pol.budget, create=init_ledger)
-    connection = Connection(con, pol, ledger, noise=noise, located=located)
+    connection = Connection(con, pol, ledger, noise=noise, located=located, user=user)
     connection.locked_caller_connection = con is database
     return connection
 

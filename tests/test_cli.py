@@ -122,7 +122,7 @@ def test_file_database_with_policy_and_ledger(tmp_path, capsys) -> None:
     con.execute("CREATE TABLE t AS SELECT range AS x FROM range(100)")
     con.close()
     pol = tmp_path / "p.toml"
-    pol.write_text('[budget]\nepsilon = 1.0\nledger = "t.ledger"\n[tables.t]\n[tables.t.columns]\nx = { lower = 0, upper = 100 }\n')
+    pol.write_text('[budget]\nepsilon = 1.0\nledger = "t.ledger"\n[defaults]\nreuse_releases = "off"\n[tables.t]\n[tables.t.columns]\nx = { lower = 0, upper = 100 }\n')
     q = "SELECT DP_SUM(x) FROM t WITH (epsilon = 0.6)"
     code, _, err = run(capsys, str(db), "--policy", str(pol), "-c", q)
     assert code == 1 and "does not exist" in err  # the ledger must be created explicitly
@@ -143,6 +143,7 @@ def _ledger_policy(tmp_path, epsilon: float, delta: float = 1e-5):
         con.close()
     pol = tmp_path / "p.toml"
     pol.write_text(f'[budget]\nepsilon = {epsilon}\ndelta = {delta}\nledger = "t.ledger"\n'
+                   '[defaults]\nreuse_releases = "off"\n'  # each query is charged
                    "[tables.t]\n[tables.t.columns]\nx = { lower = 0, upper = 100 }\n")
     return str(db), str(pol), tmp_path / "t.ledger"
 

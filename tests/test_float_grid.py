@@ -10,7 +10,8 @@ import pytest
 import dpsql
 from dpsql.privacy.noise import SecureNoise, SeededNoise, grid_exponent
 
-POLICY = {"budget": {"epsilon": 1e9, "delta": 0.5}, "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 10}}}}}
+# reuse off: every release below must draw fresh noise
+POLICY = {"budget": {"epsilon": 1e9, "delta": 0.5}, "defaults": {"reuse_releases": "off"}, "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 10}}}}}
 # Two inputs whose sums differ by 1e-9, far below the grid step 2^k ≈ 7.5e-9 (scale ≈ 10).
 INPUTS = {"x": [1.0, 2.0, 3.0], "x'": [1.0, 2.0, 3.0 + 1e-9]}
 QUERIES = [

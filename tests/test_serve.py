@@ -200,3 +200,21 @@ def test_jdbc_metadata_query_refusal_and_server_side_prepares(server, tmp_path):
     # ... charged nothing: one count and six executions of the prepared statement
     assert len(entries) == 7
     assert sum("age > 2" in e.query for e in entries) == 6
+
+
+def test_dashboard_refreshes_reuse_one_release_per_user(tmp_path):
+    """With reuse on (the policy default), the same query from the same user is charged once and
+    answered with the same release; another user is charged for their own."""
+    srv = start(tmp_path, reuse="forever")
+    try:
+        answers = []
+        for _ in range(5):
+            with psycopg.connect(dsn(srv)) as con:
+                answers.append(con.execute(COUNT).fetchone())
+        assert len(set(answers)) == 1
+        assert len(srv.entries("alice")) == 1
+        with psycopg.connect(dsn(srv, "carol")) as con:
+            con.execute(COUNT).fetchone()
+        assert len(srv.entries("carol")) == 1
+    finally:
+        srv.stop()

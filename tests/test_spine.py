@@ -186,6 +186,8 @@ def _policy_file(tmp_path, epsilon: float) -> str:
         [budget]
         epsilon = {epsilon}
         ledger = "budget.ledger"
+        [defaults]
+        reuse_releases = "off"  # every query below is charged, however often it is asked
         [tables.people]
         privacy_unit = "row"
         [tables.people.columns]

@@ -14,7 +14,7 @@ the benchmarks and the tests use the same two functions.
 from __future__ import annotations
 
 import typing as t
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dpsql.errors import OptionError
 
@@ -53,6 +53,12 @@ class PreparedQuery:
     #: ``None`` for a public query (it runs as plain SQL and spends nothing)
     plan: "Plan | None" = None
     rewritten: "Rewritten | None" = None
+    #: what the policy's ``[defaults]`` changed (plain aggregates mapped, a default budget added)
+    rewrites: list[str] = field(default_factory=list)
+    #: the statement after those changes, identifiers normalised and options left out (their
+    #: validated values are in ``bound.options``): equal for queries that differ only in
+    #: whitespace, keyword case or identifier case; see :mod:`dpsql.reuse`
+    canonical: str = ""
 
     @property
     def public(self) -> bool:
@@ -80,7 +86,7 @@ class PreparedQuery:
         pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
         outer = self.plan.bound.outer
         assert outer is not None
-        lines = ["DP query", *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
+        lines = ["DP query", *self.rewrites, *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
                  "rewritten SQL:", pretty]
         return "\n".join(lines)
 
@@ -93,20 +99,35 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     from dpsql.engine.rewrite import rewrite
     from dpsql.sql import dialect
     from dpsql.sql.bind import bind
+    from dpsql.sql.plain import apply_defaults
 
     parsed = dialect.parse(text)
+    rewrites = apply_defaults(parsed, policy)
+    canonical = _canonical(parsed)
     database = _database(parsed.this, policy, engine)
     bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
                  read_public=engine.public_rows)
     if bound.public:
-        return PreparedQuery(text=text, bound=bound)
+        return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical)
     try:
         p = plan(bound, policy)
     except ValueError as err:
         # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
         # infinite): it depends on the query alone, so say why, as a dpsql error.
         raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
-    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewrite(p))
+    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewrite(p), rewrites=rewrites,
+                         canonical=canonical)
+
+
+def _canonical(parsed: t.Any) -> str:
+    """The statement without its options, identifiers normalised as DuckDB resolves them."""
+    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+    from dpsql.sql import dialect
+
+    copy = parsed.copy()
+    copy.set("options", None)
+    return dialect.to_sql(normalize_identifiers(copy, dialect="duckdb"))
 
 
 def _database(query: t.Any, policy: "Policy", engine: Engine) -> str | None:

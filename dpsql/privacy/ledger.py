@@ -10,6 +10,10 @@ created: opening it with a budget of another kind or another total is refused,
 so editing a policy file cannot raise it. Only :meth:`Ledger.set_total` changes
 it, and records the change as a zero-cost entry in the history. A file that is
 missing, not a ledger or damaged raises LedgerError and is never reset.
+
+The same file keeps releases for reuse (:mod:`dpsql.privacy.releases`, table
+``ledger_releases``, created by the first one stored): each is written after the charge that
+paid for it commits, and only if that charge is recorded.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from pathlib import Path
 from types import TracebackType
 
 from dpsql.errors import BudgetError, LedgerError
+from dpsql.privacy import releases
 from dpsql.privacy.budget import KIND_NAMES, KINDS, TOLERANCE, ZCDP, Budget, Cost, to_kind
+from dpsql.privacy.releases import StoredRelease
 
-__all__ = ["Entry", "Ledger", "format_total"]
+__all__ = ["Entry", "Ledger", "StoredRelease", "format_total"]
 
 _MAGIC = b"SQLite format 3\x00"
 _APPLICATION_ID = 0x64707371  # "dpsq"
@@ -280,6 +286,13 @@ def _add_user_column(conn: sqlite3.Connection) -> None:
             conn.execute(_ADD_USER)
 
 
+def _check_releases_table(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse an altered table of reusable releases (the first release stored creates it)."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(ledger_releases)")]
+    if columns and columns != releases.COLUMNS:
+        raise LedgerError(f"budget ledger {name} is corrupted: table ledger_releases is altered")
+
+
 class Ledger:
     """A privacy-budget ledger; get one with :meth:`Ledger.open`."""
 
@@ -327,6 +340,7 @@ class Ledger:
             conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
             conn.execute("PRAGMA synchronous = FULL")
             _add_user_column(conn)
+            _check_releases_table(conn, name)
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):
@@ -410,6 +424,26 @@ class Ledger:
                         " VALUES (?, 0, 0, 0, ?, ?)", (_now(), reason.strip(), change))
             self.budget = Budget(new)  # what the header now records
         return old
+
+    def store_release(self, key: str, entry: int, payload: bytes) -> bool:
+        """Keep ``payload`` (a release as published: noisy values, never noise seeds) for reuse
+        under ``key``, tied to the charge ``entry`` that paid for it; return whether it was kept.
+
+        Call only after :meth:`charge` has returned ``entry``: the row is written only if that
+        charge is recorded with a nonzero cost, so a stored release without a charge cannot
+        exist. A crash before this call leaves a charge without a stored release, which only
+        means an identical query later is charged again.
+        """
+        if entry <= 0:
+            return False
+        with self._db("could not store a release") as conn, _immediate(conn):
+            return releases.store(conn, key, entry, payload)
+
+    def find_release(self, key: str, max_age_seconds: float) -> StoredRelease | None:
+        """The newest release kept under ``key`` whose charge is at most ``max_age_seconds``
+        old (``math.inf``: any age), or None."""
+        with self._db("cannot be read") as conn:
+            return releases.find(conn, key, max_age_seconds)
 
     def spent(self) -> Cost:
         """The sum of every recorded charge (in the ledger's kind)."""

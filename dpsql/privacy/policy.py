@@ -7,6 +7,10 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     epsilon = 10.0
     delta = 1e-5
     ledger = "adult.ledger"              # optional; relative to the policy file
+    [defaults]                           # optional: see dpsql.privacy.defaults
+    epsilon = 0.1                        # spent by a query without WITH (epsilon = ...)
+    plain_aggregates = true              # COUNT/SUM/AVG/... become DP aggregates
+    reuse_releases = "1h"                # an identical query reuses its release (default forever)
     [tables.adult]
     privacy_unit = "row"
     max_rows_per_unit = 1
@@ -65,6 +69,7 @@ from pathlib import Path
 from dpsql.errors import Error, PolicyError
 from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.joins import Truncation, parse_truncation
+from dpsql.privacy.defaults import Defaults, parse_defaults
 
 NEIGHBOURING = ("add_remove", "replace")
 
@@ -149,6 +154,8 @@ class Policy:
     database: str | None = None
     #: the ``[server]`` section, read by ``dpsql serve`` (users, passwords, budget shares)
     server: dict[str, t.Any] = field(default_factory=dict)
+    #: the ``[defaults]`` section (default budget, plain aggregates, reuse of releases)
+    defaults: Defaults = field(default_factory=Defaults)
 
     def table(self, name: str) -> TablePolicy | None:
         """The table declared under ``name`` (``table`` in schema main, ``schema.table``, or
@@ -386,7 +393,8 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
         raise PolicyError("a policy must be a table of settings")
     if _looks_like_smartnoise(data):
         return _from_smartnoise(data, source)
-    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach", "server"}
+    unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach", "server",
+                           "defaults"}
     if unknown:
         raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
     neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
@@ -417,9 +425,10 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     server = data.get("server", {})
     if not isinstance(server, dict):
         raise PolicyError("server must be a table of settings ([server])")
+    defaults = parse_defaults(data["defaults"]) if "defaults" in data else Defaults()
     return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
                   group_size=group_size, source=source, attach=attach,
-                  server=server)
+                  server=server, defaults=defaults)
 
 
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -54,6 +54,12 @@ class UserLedger:
     def charge(self, cost: Cost, query: str = "", detail: str = "") -> int:
         return self.shared.charge(cost, query=query, detail=detail, user=self.user, user_total=self.share_total)
 
+    def find_release(self, key: str, max_age: float) -> t.Any:
+        return self.shared.find_release(key, max_age)
+
+    def store_release(self, key: str, entry: int, payload: bytes) -> bool:
+        return self.shared.store_release(key, entry, payload)
+
     def close(self) -> None:
         """The shared ledger stays open: the pool closes it."""
 

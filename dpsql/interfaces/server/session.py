@@ -231,6 +231,7 @@ class DPPortal(Portal):
         text = params.inline(st.sql, self.values, st.param_oids)
         con = worker.connection
         con.ledger = session.pool.ledger_for(session.users.get(session.user), session.user)
+        con.user = session.user  # releases are reused per user
         result = con.sql(text)
         return conform(result.table, columns)
 
