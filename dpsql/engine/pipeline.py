@@ -27,6 +27,7 @@ if t.TYPE_CHECKING:
     from dpsql.privacy.noise import NoiseSource
     from dpsql.privacy.policy import Policy
     from dpsql.sql.bind import Bound
+    from dpsql.sql.target import Target
 
 
 class Engine(t.Protocol):
@@ -34,6 +35,8 @@ class Engine(t.Protocol):
 
     name: str
     database: str | None
+    #: the SQL the engine runs (:mod:`dpsql.sql.target`)
+    target: "Target"
 
     def columns(self, table: str) -> dict[str, str] | None: ...
 
@@ -51,6 +54,8 @@ class PreparedQuery:
     #: ``None`` for a public query (it runs as plain SQL and spends nothing)
     plan: "Plan | None" = None
     rewritten: "Rewritten | None" = None
+    #: the engine's SQL target; None for DuckDB
+    target: "Target | None" = None
 
     @property
     def public(self) -> bool:
@@ -66,7 +71,8 @@ class PreparedQuery:
         """The statement to run: the statistics query, or the public query itself."""
         if self.rewritten is not None:
             return self.rewritten.sql
-        return self.bound.query.sql(dialect="duckdb")
+        text = self.bound.query.sql(dialect="duckdb")
+        return self.target.finish(text) if self.target is not None else text
 
     def explain_text(self) -> str:
         """Plan, budget split, sensitivities, noise scales and the rewritten SQL."""
@@ -75,7 +81,10 @@ class PreparedQuery:
                 self.bound.query.sql(dialect="duckdb", pretty=True)
         import sqlglot
 
-        pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
+        if self.target is None:
+            pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
+        else:
+            pretty = self.target.pretty(self.rewritten.sql)
         outer = self.plan.bound.outer
         assert outer is not None
         lines = ["DP query", *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
@@ -92,17 +101,20 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     from dpsql.sql import dialect
     from dpsql.sql.bind import bind
 
+    target = getattr(engine, "target", None)
+    target = None if target is None or target.name == "duckdb" else target
     parsed = dialect.parse(text)
     bound = bind(parsed, policy, engine.columns, database=engine.database, describe=engine.describe)
     if bound.public:
-        return PreparedQuery(text=text, bound=bound)
+        return PreparedQuery(text=text, bound=bound, target=target)
     try:
         p = plan(bound, policy)
     except ValueError as err:
         # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
         # infinite): it depends on the query alone, so say why, as a dpsql error.
         raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
-    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewrite(p))
+    rewritten = rewrite(p) if target is None else rewrite(p, target)
+    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewritten, target=target)
 
 
 def release(
