@@ -87,7 +87,7 @@ class Connection:
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        con: t.Any,
         policy: Policy,
         ledger: Ledger,
         noise: NoiseSource | None = None,
@@ -95,9 +95,11 @@ class Connection:
         *,
         user: str | None = None,
     ) -> None:
-        self.engine = DuckDBEngine(con)
-        self.engine.located.update(located or {})
-        if policy.database is None:
+        # a DuckDB connection, or an engine object (dpsql.engine.spark.SparkEngine)
+        self.engine: t.Any = DuckDBEngine(con) if isinstance(con, duckdb.DuckDBPyConnection) else con
+        if hasattr(self.engine, "located"):
+            self.engine.located.update(located or {})
+        if policy.database is None and self.engine.database is not None:
             policy = policy.in_database(self.engine.database)
         check_against_catalog(policy, self.engine.columns)
         self.policy = policy
@@ -112,7 +114,8 @@ class Connection:
         self.locked_caller_connection = False
 
     def __repr__(self) -> str:
-        where = ", ".join(self.database_files) or "an in-memory DuckDB"
+        where = ", ".join(self.database_files) or (
+            "a Spark session" if self.engine.name == "spark" else "an in-memory DuckDB")
         policy = self.policy.source or "a policy"
         try:
             budget = f"; remaining {format_cost(self.ledger.remaining(), self.ledger.budget.kind)}"
@@ -128,6 +131,8 @@ class Connection:
     @property
     def data_files(self) -> tuple[str, ...]:
         """Files the locked-down DuckDB may still read (the views over data files read them)."""
+        if self.engine.name != "duckdb":
+            return ()
         try:
             # fetchall: a result left unfinished would block the connection's next query
             value = self.engine.connection.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0]
@@ -162,15 +167,27 @@ class Connection:
     def rewritten_sql(self, query: str, dialect: str = "duckdb") -> str:
         """The statement that computes the query's exact statistics, in another SQL dialect.
 
-        For data that outgrows one machine: the same statistics query, transpiled by sqlglot
-        (e.g. ``dialect="spark"``), can run on a cluster; its rows then go through
-        :meth:`release`. Reads no data and spends nothing.
+        For data that outgrows one machine: ``dialect="spark"`` gives the statement written for
+        Spark by :data:`dpsql.sql.target.SPARK` (the form ``connect(spark_session, ...)`` runs);
+        any other dialect is a plain sqlglot transpile of the DuckDB statement, unchecked. The
+        rows it returns go through :meth:`release`. Reads no data and spends nothing.
         """
         import sqlglot
+
+        from dpsql.sql.target import TARGETS
 
         prepared = self.prepare(query)
         if prepared.public:
             raise Error("a query on public tables has no DP rewrite")
+        assert prepared.plan is not None
+        if dialect == self.engine.target.name:
+            return prepared.sql
+        if self.engine.target.name != "duckdb":
+            raise Error(f"this connection runs on {self.engine.name}; its statements are in that dialect only")
+        if dialect in TARGETS:
+            from dpsql.engine.rewrite import rewrite
+
+            return rewrite(prepared.plan, TARGETS[dialect]).sql
         return sqlglot.transpile(prepared.sql, read="duckdb", write=dialect)[0]
 
     def sql(self, query: str) -> Result:
@@ -365,8 +382,14 @@ def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
         )
 
 
+def _is_spark_session(obj: object) -> bool:
+    """Whether ``obj`` is a PySpark session (classic or Spark Connect), without importing pyspark."""
+    cls = type(obj)
+    return cls.__module__.startswith("pyspark.") and cls.__name__ == "SparkSession"
+
+
 def connect(
-    database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:",
+    database: t.Any = ":memory:",
     policy: str | os.PathLike[str] | dict[str, t.Any] | Policy | None = None,
     *,
     noise: NoiseSource | None = None,
@@ -376,6 +399,9 @@ def connect(
     user: str | None = None,
 ) -> Connection:
     """Open a DP connection.
+
+    ``database`` may also be a ``pyspark.sql.SparkSession``: the statistics then run on Spark
+    (:mod:`dpsql.engine.spark`, ``docs/spark.md``), over the tables and views of its catalog.
 
     ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection, which
     dpsql then locks down and owns: DuckDB keeps file access, extensions and the configuration
@@ -395,6 +421,13 @@ def connect(
         _refuse_test_noise(noise, pol.ledger)  # before anything is opened or created
     if pol.ledger is not None and not init_ledger and not os.path.lexists(pol.ledger):
         raise LedgerError(_missing_ledger(database, policy, pol))  # before anything is opened
+    if _is_spark_session(database):
+        from dpsql.engine.spark import SparkEngine
+
+        if setup is not None:
+            setup(database)
+        engine = SparkEngine(database)
+        return Connection(engine, pol, Ledger.open(pol.ledger, pol.budget, create=init_ledger), noise=noise)
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:

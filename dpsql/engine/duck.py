@@ -19,6 +19,7 @@ import duckdb
 from dpsql.engine.sandbox import harden
 from dpsql.errors import BindError, ExecutionError
 from dpsql.sql.postprocess import NOISY
+from dpsql.sql.target import DUCKDB
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
@@ -39,6 +40,7 @@ class DuckDBEngine:
     """A hardened DuckDB connection seen as dpsql's statistics engine."""
 
     name = "duckdb"
+    target = DUCKDB
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.connection = con
@@ -126,19 +128,31 @@ class DuckDBEngine:
 
     def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
         """Run the post-processing SELECT on the noisy rows, in a DuckDB that holds nothing else."""
-        import pyarrow as pa  # imported on the first release (it is slow to import)
-
-        noisy = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
         if self._scratch is None:
-            self._scratch = duckdb.connect(":memory:")
-            harden(self._scratch)
-        self._scratch.register(NOISY, noisy)
-        try:
-            return self._scratch.sql(outer.sql(dialect="duckdb")).to_arrow_table()
-        finally:
-            self._scratch.unregister(NOISY)
+            self._scratch = scratch_connection()
+        return post_process_in(self._scratch, outer, columns, rows)
 
     def close(self) -> None:
         if self._scratch is not None:
             self._scratch.close()
         self.connection.close()
+
+
+def scratch_connection() -> duckdb.DuckDBPyConnection:
+    """A hardened in-memory DuckDB that holds nothing: where post-processing runs."""
+    con = duckdb.connect(":memory:")
+    harden(con)
+    return con
+
+
+def post_process_in(scratch: duckdb.DuckDBPyConnection, outer: "exp.Select", columns: list[str],
+                    rows: Rows) -> "pa.Table":
+    """Run the post-processing SELECT ``outer`` on the noisy rows, as table ``__noisy`` of ``scratch``."""
+    import pyarrow as pa  # imported on the first release (it is slow to import)
+
+    noisy = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
+    scratch.register(NOISY, noisy)
+    try:
+        return scratch.sql(outer.sql(dialect="duckdb")).to_arrow_table()
+    finally:
+        scratch.unregister(NOISY)

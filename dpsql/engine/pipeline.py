@@ -27,6 +27,7 @@ if t.TYPE_CHECKING:
     from dpsql.privacy.noise import NoiseSource
     from dpsql.privacy.policy import Policy
     from dpsql.sql.bind import Bound
+    from dpsql.sql.target import Target
 
 
 class Engine(t.Protocol):
@@ -34,12 +35,14 @@ class Engine(t.Protocol):
 
     name: str
     database: str | None
+    #: the SQL the engine runs (:mod:`dpsql.sql.target`)
+    target: "Target"
 
     def columns(self, table: str) -> dict[str, str] | None: ...
 
     def describe(self, sql: str) -> list[str]: ...
 
-    def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...
+    def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...  # DuckDB only, for now
 
     def post_process(self, outer: t.Any, columns: list[str], rows: list[tuple[t.Any, ...]]) -> "pa.Table": ...
 
@@ -59,6 +62,8 @@ class PreparedQuery:
     #: validated values are in ``bound.options``): equal for queries that differ only in
     #: whitespace, keyword case or identifier case; see :mod:`dpsql.reuse`
     canonical: str = ""
+    #: the engine's SQL target; None for DuckDB
+    target: "Target | None" = None
 
     @property
     def public(self) -> bool:
@@ -74,7 +79,8 @@ class PreparedQuery:
         """The statement to run: the statistics query, or the public query itself."""
         if self.rewritten is not None:
             return self.rewritten.sql
-        return self.bound.query.sql(dialect="duckdb")
+        text = self.bound.query.sql(dialect="duckdb")
+        return self.target.finish(text) if self.target is not None else text
 
     def explain_text(self) -> str:
         """Plan, budget split, sensitivities, noise scales and the rewritten SQL."""
@@ -83,7 +89,10 @@ class PreparedQuery:
                 self.bound.query.sql(dialect="duckdb", pretty=True)
         import sqlglot
 
-        pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
+        if self.target is None:
+            pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
+        else:
+            pretty = self.target.pretty(self.rewritten.sql)
         outer = self.plan.bound.outer
         assert outer is not None
         lines = ["DP query", *self.rewrites, *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
@@ -101,22 +110,27 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     from dpsql.sql.bind import bind
     from dpsql.sql.plain import apply_defaults
 
+    target = getattr(engine, "target", None)
+    target = None if target is None or target.name == "duckdb" else target
     parsed = dialect.parse(text)
     rewrites = apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
     database = _database(parsed.this, policy, engine)
+    # Joins and flat maps are written for DuckDB (dpsql.sql.joins); without a reader of public
+    # tables the binder refuses them, so that another engine never runs a form it lacks.
     bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
-                 read_public=engine.public_rows)
+                 read_public=engine.public_rows if target is None else None)
     if bound.public:
-        return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical)
+        return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
     try:
         p = plan(bound, policy)
     except ValueError as err:
         # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
         # infinite): it depends on the query alone, so say why, as a dpsql error.
         raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
-    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewrite(p), rewrites=rewrites,
-                         canonical=canonical)
+    rewritten = rewrite(p) if target is None else rewrite(p, target)
+    return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewritten, rewrites=rewrites,
+                         canonical=canonical, target=target)
 
 
 def _canonical(parsed: t.Any) -> str:

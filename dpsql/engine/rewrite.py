@@ -37,6 +37,7 @@ from dpsql.engine.plan import Plan
 from dpsql.privacy.units import UnitBounds
 from dpsql.sql import build
 from dpsql.sql.build import BASE, KEYS, SRC, STATS
+from dpsql.sql.target import DUCKDB, Target
 from dpsql.sql.total import total
 
 
@@ -129,8 +130,9 @@ def truncate(rows: str, units: UnitBounds, keys: list[str]) -> str:
     return f"SELECT * EXCLUDE ({h}) FROM ({rows}) AS {build.UNTRUNCATED} QUALIFY {keep}"
 
 
-def rewrite(plan: Plan) -> Rewritten:
-    """Build the single DuckDB statement for ``plan``.
+def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
+    """Build the single DuckDB statement for ``plan``, as ``target`` runs it (see
+    :mod:`dpsql.sql.target`: the DuckDB statement is the reference form).
 
     Pieces are generated once each and joined as text: the shapes are fixed, and building one
     big tree with sqlglot's builders (which copy and re-parse) cost most of the planning time.
@@ -217,6 +219,6 @@ def rewrite(plan: Plan) -> Rewritten:
             from_ += f" LEFT JOIN {alias} ON {build.same_keys(base, alias, keys)}"
         else:
             from_ += f" CROSS JOIN {alias}"
-    out.sql = f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}"
+    out.sql = target.finish(f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}")
     return out
 

@@ -79,8 +79,8 @@ def _reads_private(select: exp.Select, policy: Policy) -> bool:
             if cte is not None:
                 node = cte
                 continue
-        found = policy.resolve(name, source.db or None)
-        return bool(found) and any(not tp.public for tp in found)
+        found = [policy.table(key) for key in policy.resolve(name, source.db or None, source.catalog or None)]
+        return any(tp is not None and not tp.public for tp in found)
     return False
 
 

@@ -1,0 +1,187 @@
+"""Apache Spark as the engine that computes the exact statistics (``dpsql.connect(spark, ...)``).
+
+The plan, the budget, the noise and the release stay in dpsql; Spark only answers the catalog
+(columns and types of a table or view, and the types of a SELECT, by analysing it without
+running it) and runs the one statistics statement, written for Spark by
+:data:`dpsql.sql.target.SPARK`. The post-processing SELECT (HAVING, ORDER BY, LIMIT,
+expressions) runs on the noisy rows in a private in-memory DuckDB that holds nothing else.
+
+Errors are sorted as for DuckDB: Spark analyses a statement when it is created
+(``session.sql(...)``), before any row is read, and an error there depends on the query and
+the schema only, so its first line is shown (:class:`~dpsql.errors.BindError`); any error while
+the statement runs could depend on, or quote, private values, so its details are withheld
+(:class:`~dpsql.errors.ExecutionError`) and nothing is charged.
+
+Hardening (what Spark allows; ``docs/spark.md`` says what it does not): dpsql sends Spark only
+statements it generated from an allowlisted query (SELECTs over the policy's tables: no DDL,
+no writes, no UDF registration, no ``SET``), and every statement runs with
+``spark.sql.ansi.enabled = false`` and ``try_*`` arithmetic, so that no value can make it fail.
+"""
+
+from __future__ import annotations
+
+import decimal
+import typing as t
+
+from dpsql.errors import BindError, ExecutionError
+from dpsql.sql.target import SPARK
+
+if t.TYPE_CHECKING:
+    import pyarrow as pa
+    from sqlglot import exp
+
+STATISTICS_FAILED = (
+    "Spark failed while computing the statistics; the details are withheld because they could "
+    "depend on private values (nothing was charged)"
+)
+
+#: Session settings applied before every statement dpsql runs (they are per session, and the
+#: session's owner could change them in between).
+SETTINGS = (
+    # No value can make an expression raise: division by zero, overflow and bad casts are NULL.
+    ("spark.sql.ansi.enabled", "false"),
+)
+
+Rows = list[tuple[t.Any, ...]]
+
+#: Spark SQL type names → the DuckDB names the binder and the rewrite use.
+_TYPES = {
+    "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "integer": "INTEGER",
+    "bigint": "BIGINT", "float": "FLOAT", "double": "DOUBLE", "string": "VARCHAR",
+    "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP WITH TIME ZONE",
+    "timestamp_ntz": "TIMESTAMP", "binary": "BLOB", "void": "NULL",
+}
+
+
+def duckdb_type(spark_type: str) -> str:
+    """A Spark type (``simpleString()``) by its DuckDB name: ``decimal(10,2)`` → ``DECIMAL(10,2)``."""
+    name = spark_type.lower()
+    if name in _TYPES:
+        return _TYPES[name]
+    if name.startswith(("varchar", "char")):
+        return "VARCHAR"
+    return name.upper()
+
+
+def _plain(value: t.Any) -> t.Any:
+    """A value of a Spark row as DuckDB's Python client gives it: structs as dicts, whole
+    decimals (``DECIMAL(38, 0)`` for DuckDB's HUGEINT) as ints."""
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, decimal.Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return value
+
+
+class SparkEngine:
+    """A Spark session seen as dpsql's statistics engine."""
+
+    name = "spark"
+    target = SPARK
+    #: tables are named ``name`` (the session's current database and temporary views) or
+    #: ``schema.name``; there is no DuckDB catalog to qualify them with
+    database: str | None = None
+    files: tuple[str, ...] = ()
+
+    def __init__(self, session: t.Any) -> None:
+        self.session = session
+        self._catalog: dict[str, dict[str, str]] = {}
+        self._scratch: t.Any = None
+        self._settle()
+
+    def _settle(self) -> None:
+        for key, value in SETTINGS:
+            self.session.conf.set(key, value)
+
+    @staticmethod
+    def spark_name(table: str) -> str:
+        """``schema.name`` as Spark names it: schema ``main`` (the policy's default) is the
+        session's current database, where temporary views are found too."""
+        schema, _, name = table.rpartition(".")
+        quoted = "`" + name.replace("`", "``") + "`"
+        if schema and schema.lower() != "main":
+            return "`" + schema.replace("`", "``") + "`." + quoted
+        return quoted
+
+    # -- catalog ------------------------------------------------------------------------------
+
+    def columns(self, table: str) -> dict[str, str] | None:
+        """Column name (lower-case) → DuckDB type name of ``table``, or None if Spark has none.
+
+        Read from the analysed plan of the table: no data is read.
+        """
+        if table in self._catalog:
+            return self._catalog[table]
+        from pyspark.errors import PySparkException
+
+        try:
+            schema = self.session.table(self.spark_name(table)).schema
+        except PySparkException:
+            return None
+        cols = {f.name.lower(): duckdb_type(f.dataType.simpleString()) for f in schema.fields}
+        self._catalog[table] = cols
+        return cols
+
+    def describe(self, sql: str) -> list[str]:
+        """The column types of a SELECT (DuckDB SQL), analysed by Spark without running it."""
+        from pyspark.errors import PySparkException
+
+        self._settle()
+        try:
+            schema = self.session.sql(self.target.finish(sql)).schema
+        except PySparkException as err:
+            raise BindError(f"Spark cannot bind the query: {_first_line(err)}") from None
+        return [duckdb_type(f.dataType.simpleString()) for f in schema.fields]
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _analysed(self, sql: str) -> t.Any:
+        """The DataFrame of ``sql``, analysed (nothing read yet); analysis errors are shown."""
+        from pyspark.errors import PySparkException
+
+        self._settle()
+        try:
+            return self.session.sql(sql)
+        except PySparkException as err:
+            raise BindError(f"Spark cannot bind the query: {_first_line(err)}") from None
+
+    def statistics(self, sql: str) -> tuple[list[str], Rows]:
+        """Run a statistics statement (Spark SQL): its column names and rows (exact: never shown)."""
+        frame = self._analysed(sql)
+        try:
+            rows = frame.collect()
+        except Exception:  # any error while reading rows: withheld
+            raise ExecutionError(STATISTICS_FAILED) from None
+        return list(frame.columns), [tuple(_plain(v) for v in row) for row in rows]
+
+    def public(self, sql: str) -> "pa.Table":
+        """Run a query that reads public tables only (Spark SQL)."""
+        frame = self._analysed(sql)
+        try:
+            return frame.toArrow()
+        except Exception as err:
+            raise ExecutionError(_first_line(err)) from None
+
+    def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
+        """The post-processing SELECT on the noisy rows, in a private DuckDB that holds nothing else."""
+        from dpsql.engine.duck import post_process_in, scratch_connection
+
+        if self._scratch is None:
+            self._scratch = scratch_connection()
+        return post_process_in(self._scratch, outer, columns, rows)
+
+    def close(self) -> None:
+        """Close dpsql's own resources; the Spark session stays its owner's."""
+        if self._scratch is not None:
+            self._scratch.close()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -1,0 +1,316 @@
+"""dpsql on Apache Spark: the same queries on DuckDB and on a local Spark session.
+
+For every query of the corpus (the rewrite fixtures, the spine tests' data queries, every DP
+aggregate and mechanism, GROUP BY with public keys and with key selection, WHERE, CTEs,
+per-unit subqueries, privacy-unit truncation) the exact statistics before noise must be equal
+on both engines, floats up to summation order; refusals must be the same error with the same
+message. Where the statistics depend on a hash (the rows truncation keeps, the chunks of
+sample-and-aggregate), the engines' hashes differ by design, so the test checks what does not
+depend on the hash. pyspark is imported at the top: without it this module fails, it does not
+skip. One Spark session (local[2]) serves the whole run.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import duckdb
+import pyspark  # noqa: F401  (a missing pyspark fails the run)
+import pytest
+from pyspark.sql import SparkSession
+
+import dpsql
+from dpsql.engine.spark import SparkEngine
+from dpsql.privacy.noise import SeededNoise
+from tests.conftest import demo_policy
+
+#: The Spark suite runs with ``pytest -m spark`` (CI runs it after the default suite).
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parent.parent
+ADULT = ROOT / "dpsql" / "data" / "adult.parquet"
+VISITS = ROOT / "fixtures" / "visits" / "visits.parquet"
+VISITS_POLICY = ROOT / "fixtures" / "visits" / "visits.toml"
+
+
+def fixture_queries() -> list[str]:
+    lines = (ROOT / "fixtures" / "rewrite" / "queries.txt").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+#: Queries over the Adult table whose statistics do not depend on a hash.
+ADULT_QUERIES = [
+    *fixture_queries(),
+    "SELECT DP_COUNT(*) FROM adult WHERE age > 50 WITH (epsilon = 1)",
+    "SELECT race, DP_COUNT(*) AS n FROM adult WHERE age > 200 GROUP BY race WITH (epsilon = 1)",
+    "SELECT occupation, DP_COUNT(*) FROM adult GROUP BY occupation WITH (epsilon = 1, keys = ['Sales', 'Nowhere'])",
+    "SELECT native_country, DP_COUNT(*) FROM adult GROUP BY native_country WITH (epsilon = 1, delta = 1e-6)",
+    "SELECT sex, DP_COUNT(*) AS n, DP_SUM(age) / DP_COUNT(*) AS ratio FROM adult GROUP BY sex "
+    "HAVING DP_COUNT(*) > 100 ORDER BY n DESC LIMIT 1 WITH (epsilon = 1)",
+    "SELECT sex, DP_MEAN(age) FROM adult WHERE workclass = 'Private' GROUP BY sex WITH (epsilon = 1)",
+    "SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
+    "SELECT sex, DP_QUANTILE(age, 0.9) FROM adult GROUP BY sex WITH (epsilon = 1)",
+    "SELECT DP_MIN(hours_per_week), DP_MAX(hours_per_week) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'ptr', bound = 5, epsilon = 1, delta = 1e-6)",
+    "SELECT sex, DP_MEAN(age) FROM adult GROUP BY sex WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)",
+    "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
+    "SELECT income, DP_QUANTILE(hours_per_week, 0.25) FROM adult GROUP BY income "
+    "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
+    "SELECT DP_MEAN(fnlwgt, 0, 1e6) FROM adult WITH (mechanism = 'smooth', noise = 'cauchy', epsilon = 1)",
+    "SELECT DP_VAR(age), DP_STDDEV(hours_per_week) FROM adult WITH (mechanism = 'gaussian', epsilon = 1, delta = 1e-6)",
+    "SELECT DP_COUNT(DISTINCT workclass) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_SUM(CAST(workclass AS INT), 0, 10) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_SUM(fnlwgt * fnlwgt * fnlwgt * fnlwgt, 0, 1e9) FROM adult WITH (epsilon = 1)",
+    "SELECT education_num % 3 AS m, DP_COUNT(*) FROM adult GROUP BY education_num % 3 WITH (epsilon = 1, keys = [0, 1, 2])",
+    "SELECT DP_COUNT(*) FROM adult WHERE lower(workclass) LIKE '%gov%' AND age BETWEEN 20 AND 40 WITH (epsilon = 1)",
+    "SELECT DP_MEAN(CASE WHEN sex = 'Male' THEN age ELSE NULL END, 0, 100) FROM adult WITH (epsilon = 1)",
+    "WITH g AS (SELECT age, sex FROM adult WHERE hours_per_week > 40) SELECT sex, DP_MEDIAN(age) FROM g "
+    "GROUP BY sex WITH (epsilon = 1)",
+]
+
+#: Sample and aggregate: the chunks follow the engine's hash (checked by invariants).
+SAA_QUERIES = [
+    ("SELECT DP_MEAN(age) FROM adult WITH (mechanism = 'saa', epsilon = 1)", 0, 100),
+    ("SELECT sex, DP_MEDIAN(age) FROM adult GROUP BY sex WITH (mechanism = 'saa', epsilon = 1, chunks = 20)", 0, 100),
+    ("SELECT DP_QUANTILE(age, 0.75) FROM adult WITH (mechanism = 'saa', epsilon = 1)", 0, 100),
+    ("SELECT DP_AGG(stddev(age), 0, 50) FROM adult WITH (epsilon = 1)", 0, 50),
+]
+
+#: Queries over the visits table (an id privacy unit), run under bounds no patient reaches, so
+#: that truncation keeps every row whichever hash orders them.
+VISITS_QUERIES = [
+    "SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)",
+    "SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1)",
+    "SELECT ward, DP_COUNT(*), DP_MEAN(stay) FROM visits GROUP BY ward WITH (epsilon = 1)",
+    "SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward WITH (epsilon = 1, delta = 1e-6)",
+    "SELECT DP_COUNT(DISTINCT patient_id), DP_COUNT(DISTINCT ward) FROM visits WITH (epsilon = 1)",
+    "WITH per AS (SELECT patient_id, count(*) AS n, sum(cost) AS spend FROM visits GROUP BY patient_id) "
+    "SELECT DP_COUNT(*), DP_SUM(n, 0, 30) FROM per WITH (epsilon = 1)",
+    "WITH r AS (SELECT patient_id AS pid, stay FROM visits WHERE ward <> 'emergency'), "
+    "per AS (SELECT pid, max(stay) AS longest FROM r GROUP BY pid) SELECT DP_MEDIAN(longest, 0, 30) FROM per "
+    "WITH (epsilon = 1)",
+    "SELECT DP_MEDIAN(cost) FROM visits WITH (epsilon = 1)",
+    "SELECT ward, DP_QUANTILE(stay, 0.5) FROM visits WHERE day > DATE '2024-03-01' GROUP BY ward WITH (epsilon = 1)",
+]
+
+#: Refused queries: the same error class and message on both engines.
+REFUSED = [
+    "SELECT age, DP_COUNT(*) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM adult WHERE age IN (SELECT age FROM adult) WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM (SELECT * FROM adult LIMIT 5) WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM adult a JOIN adult b ON a.age = b.age WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM (SELECT sex, count(*) FROM adult GROUP BY sex) WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM adult WITH (epsilon = -1)",
+    "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1, foo = 2)",
+    "SELECT DP_COUNT(*) FROM adult",
+    "SELECT DP_COUNT(*) FROM nowhere WITH (epsilon = 1)",
+    "SELECT DP_SUM(nope) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_SUM(age, 10, 5) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_SUM(age + 1) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM adult WITH (mechanism = 'gaussian', epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM adult WHERE random() < 0.5 WITH (epsilon = 1)",
+    "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'ptr', epsilon = 1, delta = 1e-6)",
+    "SELECT occupation, DP_COUNT(*) FROM adult GROUP BY occupation WITH (epsilon = 1)",
+    "SELECT DP_SUM(age) FROM adult WHERE read_csv('x') IS NULL WITH (epsilon = 1)",
+]
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = (SparkSession.builder.master("local[2]").appName("dpsql-tests")
+               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false").config("spark.sql.ansi.enabled", "true")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("OFF")
+    session.read.parquet(str(ADULT)).createOrReplaceTempView("adult")
+    session.read.parquet(str(VISITS)).createOrReplaceTempView("visits")
+    yield session
+    session.stop()
+
+
+def loose_visits_policy() -> dict:
+    policy = tomllib.loads(VISITS_POLICY.read_text(encoding="utf-8"))
+    table = policy["tables"]["visits"]
+    table["max_rows_per_unit"] = 1000
+    table.pop("max_groups_per_unit")
+    table.pop("max_rows_per_group_per_unit")
+    return policy
+
+
+@pytest.fixture(scope="module")
+def pairs(spark):
+    """(DuckDB connection, Spark connection) for the Adult policy, the strict and the loose visits policies."""
+    adult = demo_policy(epsilon=1e9, delta=0.5)
+    duck_adult = dpsql.connect(":memory:", adult, setup=lambda c: c.execute(
+        f"CREATE TABLE adult AS SELECT * FROM '{ADULT}'"), noise=SeededNoise(1))
+    out = {"adult": (duck_adult, dpsql.connect(spark, adult, noise=SeededNoise(1)))}
+    for name, policy in (("visits", str(VISITS_POLICY)), ("loose", loose_visits_policy())):
+        raw = duckdb.connect()
+        raw.execute(f"CREATE TABLE visits AS SELECT * FROM '{VISITS}'")
+        out[name] = (dpsql.connect(raw, policy), dpsql.connect(spark, policy))
+    yield out
+    for a, _ in out.values():
+        a.close()
+
+
+def exact(con: dpsql.Connection, query: str) -> tuple[list[str], list[tuple]]:
+    prepared = con.prepare(query)
+    return con.engine.statistics(prepared.sql)
+
+
+def same(a, b) -> bool:
+    """Equal values, floats up to summation order."""
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def check_same_statistics(pair, query: str) -> None:
+    duck, spark = pair
+    names_d, rows_d = exact(duck, query)
+    names_s, rows_s = exact(spark, query)
+    assert names_d == names_s
+    order = lambda rows: sorted(rows, key=repr)  # noqa: E731  (group order is not part of the result)
+    assert same(order(rows_d), order(rows_s)), f"{query}\nDuckDB {order(rows_d)[:3]}\nSpark  {order(rows_s)[:3]}"
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ADULT_QUERIES)
+def test_adult_statistics_are_the_same(pairs, query: str) -> None:
+    check_same_statistics(pairs["adult"], query)
+
+
+@pytest.mark.parametrize("query", VISITS_QUERIES)
+def test_unit_statistics_are_the_same(pairs, query: str) -> None:
+    check_same_statistics(pairs["loose"], query)
+
+
+def test_truncation_binds_on_spark(pairs) -> None:
+    """Under the real bounds the rows kept follow each engine's hash; what does not depend on
+    the hash is the same: Σ min(rows of a patient, k) rows, and with g = r = 1 one row per patient."""
+    duck, spark = pairs["visits"]
+    raw = duck.engine.connection
+    k = 5
+    expected = raw.execute(f"SELECT SUM(LEAST(n, {k})) FROM (SELECT COUNT(*) AS n FROM visits GROUP BY patient_id)").fetchone()[0]
+    patients = raw.execute("SELECT COUNT(DISTINCT patient_id) FROM visits").fetchone()[0]
+    for con in (duck, spark):
+        assert exact(con, "SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)")[1] == [(expected,)]
+        _, rows = exact(con, "SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward "
+                             "WITH (epsilon = 1, max_groups_per_unit = 1, max_rows_per_group_per_unit = 1)")
+        assert sum(r[1] or 0 for r in rows) == patients
+    check_same_statistics(pairs["visits"], "SELECT DP_COUNT(DISTINCT patient_id) FROM visits WITH (epsilon = 1)")
+
+
+@pytest.mark.parametrize("query,lower,upper", SAA_QUERIES)
+def test_sample_and_aggregate_on_spark(pairs, query: str, lower: float, upper: float) -> None:
+    """Spark's chunks are PMOD(XXHASH64(unit), k): k answers per group, none lost to a negative
+    remainder, each clipped to the bounds, and the chunks' rows add up to the group."""
+    duck, spark = pairs["adult"]
+    names_d, rows_d = exact(duck, query)
+    names_s, rows_s = exact(spark, query)
+    assert names_d == names_s
+    assert len(rows_d) == len(rows_s)
+    column = next(i for i, n in enumerate(names_s) if n.endswith("_chunks"))
+    for d, s in zip(sorted(rows_d, key=repr), sorted(rows_s, key=repr)):
+        assert len(s[column]) == len(d[column])
+        assert all(lower <= x <= upper for x in s[column])
+    prepared = spark.prepare(query)
+    k = len(rows_s[0][column])
+    assert f"PMOD(XXHASH64(__u), {k})" in prepared.sql
+
+
+def test_refusals_are_the_same(pairs) -> None:
+    duck, spark = pairs["adult"]
+    for query in REFUSED:
+        with pytest.raises(dpsql.Error) as on_duck:
+            duck.prepare(query)
+        with pytest.raises(dpsql.Error) as on_spark:
+            spark.prepare(query)
+        assert type(on_duck.value) is type(on_spark.value), query
+        assert str(on_duck.value) == str(on_spark.value), query
+
+
+# -- the error channel --------------------------------------------------------------------------
+
+
+def test_error_channel_is_closed_under_ansi(spark, pairs) -> None:
+    """Under ANSI mode, WHERE 100/(age-39) > 1 raises DIVIDE_BY_ZERO on Spark iff some age is 39.
+    dpsql's statement answers it without error: the rows of age 39 are dropped (NULL)."""
+    from pyspark.errors import PySparkException
+
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    with pytest.raises(PySparkException, match="DIVIDE_BY_ZERO"):
+        spark.sql("SELECT COUNT(*) FROM adult WHERE 100 / (age - 39) > 1").collect()
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    _, con = pairs["adult"]
+    query = "SELECT DP_COUNT(*) FROM adult WHERE 100 / (age - 39) > 1 WITH (epsilon = 1)"
+    assert "TRY_DIVIDE" in con.prepare(query).sql
+    expected = spark.sql("SELECT COUNT(*) FROM adult WHERE age >= 40").collect()[0][0]
+    assert exact(con, query)[1] == [(expected,)]
+    result = con.sql(query)
+    assert result.table.num_rows == 1
+    for query in ("SELECT DP_SUM(CAST(workclass AS INT), 0, 10) FROM adult WITH (epsilon = 1)",
+                  "SELECT DP_SUM(fnlwgt * fnlwgt * fnlwgt * fnlwgt, 0, 1e9) FROM adult WITH (epsilon = 1)"):
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+        con.sql(query)  # no error
+
+
+def test_errors_while_reading_are_withheld_and_charge_nothing(spark) -> None:
+    """A view that fails on some rows: the generic message, and nothing charged."""
+    spark.sql("CREATE OR REPLACE TEMP VIEW fragile AS "
+              "SELECT age, CASE WHEN age > 80 THEN raise_error('age 90 of Alice') ELSE age END AS x FROM adult")
+    policy = {"budget": {"epsilon": 10.0}, "tables": {"fragile": {"privacy_unit": "row", "max_rows_per_unit": 1,
+                                                                  "columns": {"x": {"lower": 0, "upper": 100}}}}}
+    con = dpsql.connect(spark, policy)
+    before = con.budget.spent
+    with pytest.raises(dpsql.ExecutionError) as err:
+        con.sql("SELECT DP_SUM(x) FROM fragile WITH (epsilon = 1)")
+    assert "Alice" not in str(err.value) and "withheld" in str(err.value)
+    assert con.budget.spent == before
+
+
+def test_release_on_spark_charges_and_answers(spark) -> None:
+    policy = demo_policy(epsilon=3.0, delta=1e-5)
+    con = dpsql.connect(spark, policy, noise=SeededNoise(3))
+    res = con.sql("SELECT sex, DP_COUNT(*) AS n, DP_MEAN(age) AS a FROM adult GROUP BY sex ORDER BY sex WITH (epsilon = 1)")
+    assert res.table.column("sex").to_pylist() == ["Female", "Male"]
+    assert abs(res.table.column("n").to_pylist()[1] - 21790) < 200
+    assert con.budget.spent.epsilon == pytest.approx(1.0)
+    assert "Spark session" in repr(con)
+    assert "XXHASH64" not in con.explain("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)")
+    assert "ARRAY_SORT(COLLECT_LIST(" in con.explain("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)")
+    table = con.sql("SELECT * FROM education_levels").table if con.tables().count("education_levels") else None
+    assert table is None  # a public table the Spark catalog lacks is not listed
+
+
+def test_foreign_engine_release_hook(spark, seeded_demo) -> None:
+    """Connection.release(prepared, names, rows) is the hook for statistics any engine computed:
+    here a DuckDB connection's query, run by hand on Spark, released through the same checks,
+    noise and charge."""
+    con = seeded_demo(7, epsilon=1.5, delta=1e-5)
+    query = "SELECT sex, DP_MEDIAN(age) FROM adult GROUP BY sex WITH (epsilon = 1)"
+    prepared = con.prepare(query)
+    frame = spark.sql(con.rewritten_sql(query, dialect="spark"))
+    engine = SparkEngine(spark)
+    names, rows = engine.statistics(con.rewritten_sql(query, dialect="spark"))
+    assert names == list(frame.columns)
+    before = con.budget.spent.epsilon
+    res = con.release(prepared, names, rows)
+    assert con.budget.spent.epsilon == pytest.approx(before + 1.0)
+    medians = dict(zip(res.table.column("sex").to_pylist(), res.table.column(1).to_pylist()))
+    assert 30 <= medians["Female"] <= 40 and 33 <= medians["Male"] <= 43
+    with pytest.raises(dpsql.BudgetError):
+        con.release(prepared, names, rows)  # 0.5 left: refused, releases nothing
