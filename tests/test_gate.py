@@ -139,7 +139,7 @@ def test_allowed_anonymous_functions_are_deterministic_scalars() -> None:
 @pytest.mark.parametrize("sql,fragment", [
     ("SELECT DP_COUNT(*) FROM adult WHERE [age][1] > 3", "list access"),
     ("SELECT DP_COUNT(*) FROM adult WHERE CAST(age AS INT[]) IS NULL", "only scalar types"),
-    ("SELECT DP_COUNT(*) FROM adult WHERE age IN (SELECT age FROM adult)", "subqueries"),
+    ("SELECT DP_COUNT(*) FROM adult WHERE age IN (SELECT age FROM adult)", "over private table adult"),
     ("SELECT DP_COUNT(*) FROM adult WHERE age = ANY([1])", "ANY"),
     ("SELECT DP_SUM(age) FROM adult GROUP BY GROUPING SETS ((sex), ())", "GROUPINGSETS"),
     ("SELECT DP_SUM(age) FROM adult GROUP BY ROLLUP (sex)", "ROLLUP"),

@@ -9,6 +9,7 @@ rewritten statement: columns are resolved here, once, against the levels below.
 
 from __future__ import annotations
 
+import typing as t
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -20,6 +21,8 @@ from dpsql.sql.build import BASE
 from dpsql.sql.suggest import did_you_mean
 
 Columns = dict[str, exp.Expression | None]
+#: placeholder names of bound ``IN (SELECT ...)`` filters while an expression is checked
+_FROZEN = "__in"
 
 
 @dataclass
@@ -57,6 +60,9 @@ class Relation:
     joined: bool = False
     #: the policy of each joined table, by its reserved alias (bounds of its columns)
     joined_tables: dict[str, TablePolicy] = field(default_factory=dict)
+    #: binds ``x IN (SELECT c FROM public_table ...)`` (see dpsql.sql.joins.public_in); None:
+    #: subqueries stay refused
+    public_in: t.Callable[[exp.In, "Relation"], exp.Expression] | None = None
 
     def carried(self, columns: Columns, alias: str | None, where: list[exp.Expression]) -> "Relation":
         """A relation over the same rows (same table, source, unit and joins) with other columns."""
@@ -97,16 +103,33 @@ class Relation:
         return expr.copy()
 
     def substitute(self, node: exp.Expression, where: str) -> exp.Expression:
-        """Check ``node`` against the allowlist and rewrite its columns over the reserved aliases."""
+        """Check ``node`` against the allowlist and rewrite its columns over the reserved aliases.
+
+        ``x IN (SELECT c FROM public_table ...)`` is bound on its own (a filter by public
+        values) and stands in the checked expression as a placeholder until the end.
+        """
+        node = node.copy()
+        frozen: dict[str, exp.Expression] = {}
+        if self.public_in is not None:
+            for sub in list(node.find_all(exp.In)):
+                if sub.args.get("query") is not None:
+                    name = f"{_FROZEN}{len(frozen)}"
+                    frozen[name] = self.public_in(sub, self)
+                    if sub is node:
+                        node = exp.column(name)
+                    else:
+                        sub.replace(exp.column(name))
         check_rowwise(node, where, self.table.name)
 
         def swap(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column):
+                if n.name in frozen and not n.table:
+                    return frozen[n.name]
                 value = self.column(n, where)
                 return value if isinstance(value, (exp.Column, exp.Literal)) else exp.Paren(this=value)
             return n
 
-        return node.copy().transform(swap, copy=False)
+        return node.transform(swap, copy=False)
 
 
 def base_column(expr: exp.Expression | None) -> str | None:

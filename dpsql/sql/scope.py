@@ -25,7 +25,7 @@ from sqlglot import exp
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql.build import BASE, RESERVED_PREFIX
-from dpsql.sql.joins import JoinContext, flat_map, resolve_from
+from dpsql.sql.joins import JoinContext, flat_map, public_in, resolve_from
 from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
 
@@ -183,7 +183,8 @@ def resolve_chain(
         unit = None if tp.privacy_unit == "row" else exp.column(tp.privacy_unit, table=BASE, quoted=True)
         # A row unit: one protected change is max_rows_per_unit rows (AddMaxRows(m)).
         rows = tp.max_rows_per_unit if tp.privacy_unit == "row" else 1
-        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows)
+        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows,
+                        public_in=public_in(lambda t: _declared(t, policy, catalog), catalog, database))
     if isinstance(item, exp.Subquery):
         _no_operators(item)
         inner = _rowwise(item.this, env, policy, catalog, depth + 1, database, jc)

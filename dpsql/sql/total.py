@@ -39,6 +39,10 @@ def _blocks_try(node: exp.Expression) -> bool:
 def _wrap(node: exp.Expression) -> exp.Expression:
     if isinstance(node, _LEAVES):
         return node
+    if isinstance(node, (exp.Subquery, exp.Query)):
+        # Only a bound ``IN (SELECT ... FROM public_table)`` gets here (dpsql.sql.joins.public_in),
+        # built total already; TRY cannot wrap a subquery.
+        return node
     if not isinstance(node, _CLAUSES) and not _blocks_try(node):
         return exp.Try(this=node)
     for key, value in list(node.args.items()):
