@@ -68,8 +68,8 @@ from pathlib import Path
 
 from dpsql.errors import Error, PolicyError
 from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.joins import Truncation, parse_truncation
 from dpsql.privacy.defaults import Defaults, parse_defaults
+from dpsql.privacy.joins import Truncation, parse_truncation
 
 NEIGHBOURING = ("add_remove", "replace")
 

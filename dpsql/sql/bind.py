@@ -31,9 +31,9 @@ from dpsql.sql.argtypes import check_argument_types
 from dpsql.sql.build import BASE
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
+from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
-from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.relation import Relation
 from dpsql.sql.scope import (
     Catalog,

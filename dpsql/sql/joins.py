@@ -36,7 +36,7 @@ from sqlglot import exp
 
 from dpsql.errors import BindError, OptionError, PrivacyError
 from dpsql.privacy.joins import Truncation, private_join_rows
-from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.privacy.policy import TablePolicy
 from dpsql.sql.allow import check_rowwise
 from dpsql.sql.build import BASE
 from dpsql.sql.relation import Columns, Relation

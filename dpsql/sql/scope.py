@@ -18,7 +18,7 @@ Two jobs, both on the query text, the policy and the catalog's column names alon
 from __future__ import annotations
 
 import typing as t
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlglot import exp
 

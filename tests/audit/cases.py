@@ -458,3 +458,51 @@ CONTROLS += [
               _q(*BIG_UNIT_MEDIAN, unit_policy(2), schema=PX, statistics_policy=rows_policy_for(2)),
               mechanism="exponential", expect="violation"),
 ]
+
+
+# --- joins and flat maps (docs/joins.md): the bound enforced in SQL keeps the promise ---------
+# Each control computes the statistics with the SQL of the same query under a looser bound (the
+# public table or the joined side keeps more rows per key, or each list more elements), while the
+# noise is calibrated for the tight one: the audit must catch it.
+
+
+def join_policy() -> dict:
+    pol = policy()
+    pol["tables"]["d"] = {"public": True}
+    pol["tables"]["u"] = {"privacy_unit": "row"}
+    return pol
+
+
+JOIN_SCHEMA = "x DOUBLE, k INTEGER"
+PUBLIC_D = {"d": ("k INTEGER", [(1,)] * 3 + [(2,)]), "u": ("k INTEGER", [])}
+PRIVATE_U = {"d": ("k INTEGER", []), "u": ("k INTEGER", [(1,)] * 20)}
+PUBLIC_JOIN = "SELECT DP_SUM(x) FROM t JOIN d ON t.k = d.k WITH (epsilon = 1{})"
+PRIVATE_JOIN = "SELECT DP_SUM(x) FROM t JOIN u ON t.k = u.k WITH (epsilon = 1, join_truncation = 'drop_excess({})')"
+FLAT_MAP = "SELECT DP_SUM(x) FROM t CROSS JOIN UNNEST(string_split(l, ',')) AS s(e) WITH (epsilon = 1, max_rows = {})"
+LISTS = "x DOUBLE, l VARCHAR"
+
+CASES += [
+    AuditCase("laplace sum over a public join, key 1 three times in the public table",
+              _q(PUBLIC_JOIN.format(""), [(50.0, 2)], [(50.0, 2), (100.0, 1)], join_policy(),
+                 schema=JOIN_SCHEMA, extra=PUBLIC_D), mechanism="laplace"),
+    AuditCase("laplace sum over a private join, drop_excess(1) on both sides",
+              _q(PRIVATE_JOIN.format(1), [], [(100.0, 1)], join_policy(), schema=JOIN_SCHEMA, extra=PRIVATE_U),
+              mechanism="laplace"),
+    AuditCase("laplace sum over a flat map, max_rows = 2, a list of 6",
+              _q(FLAT_MAP.format(2), [], [(100.0, "a,b,c,d,e,f")], join_policy(), schema=LISTS),
+              mechanism="laplace"),
+]
+CONTROLS += [
+    AuditCase("laplace sum over a public join, calibrated for 1 row per key, the SQL keeps 3",
+              _q(PUBLIC_JOIN.format(", max_join_rows = 1"), [(50.0, 2)], [(50.0, 2), (100.0, 1)], join_policy(),
+                 schema=JOIN_SCHEMA, extra=PUBLIC_D, statistics_query=PUBLIC_JOIN.format("")),
+              mechanism="laplace", expect="violation"),
+    AuditCase("laplace sum over a private join, calibrated for drop_excess(1), the SQL keeps 50",
+              _q(PRIVATE_JOIN.format(1), [], [(100.0, 1)], join_policy(), schema=JOIN_SCHEMA, extra=PRIVATE_U,
+                 statistics_query=PRIVATE_JOIN.format(50)),
+              mechanism="laplace", expect="violation"),
+    AuditCase("laplace sum over a flat map, calibrated for max_rows = 2, the SQL keeps 6",
+              _q(FLAT_MAP.format(2), [], [(100.0, "a,b,c,d,e,f")], join_policy(), schema=LISTS,
+                 statistics_query=FLAT_MAP.format(6)),
+              mechanism="laplace", expect="violation"),
+]

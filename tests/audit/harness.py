@@ -197,11 +197,11 @@ class AuditCase:
 # dpsql queries as pairs
 
 
-def _load(con: duckdb.DuckDBPyConnection, schema: str, rows: t.Sequence[tuple]) -> None:
-    con.execute(f"CREATE TABLE t ({schema})")
+def _load(con: duckdb.DuckDBPyConnection, schema: str, rows: t.Sequence[tuple], name: str = "t") -> None:
+    con.execute(f"CREATE TABLE {name} ({schema})")
     if rows:
         marks = ", ".join("?" * len(rows[0]))
-        con.executemany(f"INSERT INTO t VALUES ({marks})", [list(r) for r in rows])
+        con.executemany(f"INSERT INTO {name} VALUES ({marks})", [list(r) for r in rows])
 
 
 def first_value(out: Released) -> Output:
@@ -245,6 +245,8 @@ def query_pair(
     schema: str = "x DOUBLE",
     pick: t.Callable[[Released], Output] = first_value,
     statistics_policy: dict | None = None,
+    extra: dict[str, tuple[str, t.Sequence[tuple]]] | None = None,
+    statistics_query: str | None = None,
 ) -> Pair:
     """Audit pair for a dpsql query on table ``t`` holding rows ``x`` versus rows ``y``.
 
@@ -257,12 +259,19 @@ def query_pair(
     ``policy``'s. A row-level policy with ``group_size`` m, for instance, gives SQL that reads
     every row of a unit (no truncation) with the same data-dependent constants as a unit policy
     with ``max_rows_per_unit`` m. Both rewrites must name the same statistics columns.
+    ``statistics_query`` does the same with another query text under the same policy (a join
+    or flat map with a looser bound than the one the noise is calibrated for).
+
+    ``extra``: other tables, ``{name: (schema, rows)}``, the same on both sides (a public table
+    to join, or the other private table of a join whose neighbours differ in ``t``).
     """
     pol = load_policy(policy)
     engines = []
     for rows in (x, y):
         con = duckdb.connect(":memory:")
         _load(con, schema, rows)
+        for name, (extra_schema, extra_rows) in (extra or {}).items():
+            _load(con, extra_schema, extra_rows, name)
         engines.append(DuckDBEngine(con))
     # The same pipeline as dpsql.Connection: prepared once against x's catalog (x and y share
     # the schema), then the statistics query runs on each table.
@@ -270,8 +279,8 @@ def query_pair(
     p, rw = prepared.plan, prepared.rewritten
     assert p is not None and rw is not None
     stats_sql = prepared.sql
-    if statistics_policy is not None:
-        other = prepare(sql, load_policy(statistics_policy), engines[0])
+    if statistics_policy is not None or statistics_query is not None:
+        other = prepare(statistics_query or sql, load_policy(statistics_policy or policy), engines[0])
         assert other.rewritten is not None
         if (other.rewritten.columns, other.rewritten.keys) != (rw.columns, rw.keys):
             raise ValueError("the statistics policy's rewrite names other columns: the pair would not release")
