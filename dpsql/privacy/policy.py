@@ -70,6 +70,7 @@ from dpsql.errors import Error, PolicyError
 from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.joins import Truncation, parse_truncation
+from dpsql.privacy.smartnoise import from_smartnoise, looks_like_smartnoise
 
 NEIGHBOURING = ("add_remove", "replace")
 
@@ -391,8 +392,8 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     """Build a :class:`Policy` from the dict shape documented in the module docstring."""
     if not isinstance(data, dict):
         raise PolicyError("a policy must be a table of settings")
-    if _looks_like_smartnoise(data):
-        return _from_smartnoise(data, source)
+    if looks_like_smartnoise(data):
+        data = from_smartnoise(data)
     unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach", "server",
                            "defaults"}
     if unknown:
@@ -452,48 +453,6 @@ def _attach(spec: t.Any, base: Path | None) -> dict[str, str]:
         p = Path(os.path.expanduser(path))
         out[name.lower()] = str(p if p.is_absolute() or base is None else base / p)
     return out
-
-
-def _looks_like_smartnoise(data: dict[str, t.Any]) -> bool:
-    if {"budget", "tables"} & set(data):
-        return False
-
-    def depth3(d: t.Any) -> bool:
-        return isinstance(d, dict) and all(
-            isinstance(s, dict) and all(isinstance(tb, dict) for tb in s.values())
-            for s in d.values()
-        )
-
-    return bool(data) and all(depth3(v) for v in data.values())
-
-
-def _from_smartnoise(data: dict[str, t.Any], source: str | None) -> Policy:
-    tables: dict[str, TablePolicy] = {}
-    for _collection, schemas in data.items():
-        for schema, tables_spec in schemas.items():
-            for tname, tspec in tables_spec.items():
-                columns: dict[str, ColumnPolicy] = {}
-                unit = "row"
-                for cname, cspec in tspec.items():
-                    if not isinstance(cspec, dict):
-                        continue
-                    if cspec.get("private_id"):
-                        unit = cname.lower()
-                    lower, upper = cspec.get("lower"), cspec.get("upper")
-                    if lower is not None and upper is not None:
-                        columns[cname.lower()] = _column(tname, cname, {"lower": lower, "upper": upper})
-                max_ids = tspec.get("max_ids", 1)
-                if not isinstance(max_ids, int) or max_ids < 1:
-                    raise PolicyError(f"{tname}.max_ids must be an integer >= 1")
-                # SmartNoise names tables schema.table, and its queries say FROM PUMS.PUMS.
-                key = tname.lower() if schema.lower() in ("main", "") else f"{schema.lower()}.{tname.lower()}"
-                tables[key] = TablePolicy(
-                    name=key,
-                    privacy_unit=unit,
-                    max_rows_per_unit=max_ids,
-                    columns=columns,
-                )
-    return Policy(tables=tables, budget=Budget(total=Cost(epsilon=1.0)), source=source)
 
 
 def load_policy(path: str | os.PathLike[str] | dict[str, t.Any] | Policy) -> Policy:
