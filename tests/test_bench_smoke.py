@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import accuracy, report, speed, units  # noqa: E402
+from bench import accuracy, joins, report, speed, units  # noqa: E402
 from bench.common import machine  # noqa: E402
 
 
@@ -76,3 +76,15 @@ def test_privacy_unit_cases_run_and_their_section_renders(tmp_path) -> None:
     assert once.index("## Speed") < once.index(units.HEADING) < once.index("## Other systems")
     units.write_section(text, page)  # replaced in place, not added twice
     assert page.read_text() == once
+
+
+def test_join_cases_run_and_their_section_renders(tmp_path) -> None:
+    run = joins.run(20_000, repeat=1, log=lambda _msg: None)
+    assert {r["case"] for r in run["results"]} == set(joins.CASES)
+    assert all(r["times"]["dpsql"] > 0 and r["ratio"] > 0 for r in run["results"])
+    text = joins.section(run, "python -m bench.joins")
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\n## Speed\n\nx\n", encoding="utf-8")
+    joins.write_section(text, page)
+    joins.write_section(text, page)  # replaced in place, not added twice
+    assert page.read_text(encoding="utf-8").count(joins.HEADING) == 1
