@@ -6,8 +6,9 @@ per-unit subqueries, privacy-unit truncation) the exact statistics before noise 
 on both engines, floats up to summation order; refusals must be the same error with the same
 message. Where the statistics depend on a hash (the rows truncation keeps, the chunks of
 sample-and-aggregate), the engines' hashes differ by design, so the test checks what does not
-depend on the hash. pyspark is imported at the top: without it this module fails, it does not
-skip. One Spark session (local[2]) serves the whole run.
+depend on the hash. pyspark is imported by the session fixture: without it every test here
+fails (none is skipped), and the default run, which deselects the spark marker, does not need
+it. One Spark session (local[2]) serves the whole run.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ import tomllib
 from pathlib import Path
 
 import duckdb
-import pyspark  # noqa: F401  (a missing pyspark fails the run)
 import pytest
-from pyspark.sql import SparkSession
 
 import dpsql
 from dpsql.engine.spark import SparkEngine
@@ -122,6 +121,8 @@ REFUSED = [
 
 @pytest.fixture(scope="session")
 def spark():
+    from pyspark.sql import SparkSession  # a missing pyspark fails every test here
+
     session = (SparkSession.builder.master("local[2]").appName("dpsql-tests")
                .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.enabled", "false").config("spark.sql.ansi.enabled", "true")
