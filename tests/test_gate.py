@@ -237,3 +237,11 @@ def test_dp_agg_refuses_aggregates_that_can_fail(con) -> None:
                  "avg(DISTINCT age)", "sum(age) FILTER (WHERE age > 3)"):
         msg = _refused(con, f"SELECT DP_AGG({call}, 0, 1) FROM adult WITH (epsilon = 1)")
         assert "DP_AGG" in msg
+
+
+@pytest.mark.parametrize("select,group", [("sex", "SEX"), ("SEX", "sex"), ('"Sex"', "sex")])
+def test_group_keys_match_the_select_list_without_regard_to_case(seeded_demo, select: str, group: str) -> None:
+    """DuckDB resolves names without regard to case, and so does the binder."""
+    con = seeded_demo()
+    out = con.sql(f"SELECT {select}, DP_COUNT(*) FROM adult GROUP BY {group} WITH (epsilon = 1)")
+    assert sorted(r[0] for r in out.fetchall()) == ["Female", "Male"]

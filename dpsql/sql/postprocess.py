@@ -37,12 +37,22 @@ def _refuse(msg: str) -> t.NoReturn:
     raise PrivacyError(msg)
 
 
+def _same(node: exp.Expression) -> str:
+    """The text of ``node`` with identifiers lower-cased: DuckDB resolves names without regard
+    to case, so ``sex`` in the select list is the GROUP BY key ``SEX``."""
+    copy = node.copy()
+    for ident in copy.find_all(exp.Identifier):
+        ident.set("this", str(ident.this).lower())
+        ident.set("quoted", False)
+    return copy.sql(dialect="duckdb")
+
+
 def build_outer(
     select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation"
 ) -> tuple[exp.Select, list[str]]:
     """Build the post-processing SELECT over ``__noisy`` and the output column names."""
     table = rel.table.name
-    group_keys = [g.sql(dialect="duckdb") for g in group_exprs]
+    group_keys = [_same(g) for g in group_exprs]
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
 
     def replace(node: exp.Expression, where: str) -> exp.Expression:
@@ -56,8 +66,8 @@ def build_outer(
         def swap(n: exp.Expression) -> exp.Expression:
             if id(n) in copies:
                 col = exp.column(build.agg(copies[id(n)]))
-            elif not isinstance(n, exp.Literal) and n.sql(dialect="duckdb") in group_keys:
-                col = exp.column(build.key(group_keys.index(n.sql(dialect="duckdb"))))
+            elif not isinstance(n, exp.Literal) and _same(n) in group_keys:
+                col = exp.column(build.key(group_keys.index(_same(n))))
             else:
                 return n
             made.add(id(col))
