@@ -244,6 +244,14 @@ def test_refusals_are_the_same(pairs) -> None:
         assert str(on_duck.value) == str(on_spark.value), query
 
 
+def test_joins_bind_as_on_duckdb_then_are_refused_on_spark(pairs) -> None:
+    duck, spark = pairs["adult"]
+    query = "SELECT DP_COUNT(*) FROM adult a JOIN adult b ON a.fnlwgt = b.fnlwgt WITH (epsilon = 1, join_truncation = 'drop_excess(1)')"
+    duck.prepare(query)  # accepted on DuckDB
+    with pytest.raises(dpsql.BindError, match="DuckDB engine only"):
+        spark.prepare(query)
+
+
 # -- the error channel --------------------------------------------------------------------------
 
 

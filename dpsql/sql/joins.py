@@ -98,13 +98,11 @@ def resolve_from(select: exp.Select, resolve: Resolve, declared: Declared, catal
                     "start from it")
         swapped = exp.Join(this=first.copy(), on=join.args.get("on"), using=join.args.get("using"))
         first, joins = join.this, [swapped, *joins[1:]]
-    if joins and (jc is None or jc.read_public is None):
-        raise BindError("joins and flat maps in DP queries run on the DuckDB engine only (this engine "
-                        "has no form of them yet)")
     rel = resolve(first)
     if not joins:
         return rel
-    assert jc is not None
+    if jc is None:
+        _refuse("JOIN is not supported here")
     if rel.per_unit:
         _refuse(f"a subquery that groups {rel.table.name} by its privacy unit cannot be joined; "
                 "join first, then group by the unit")
@@ -276,7 +274,8 @@ def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, jo
 
 
 def _multiplicity(table: str, keys: str, jc: JoinContext) -> int:
-    assert jc.read_public is not None
+    if jc.read_public is None:
+        raise OptionError("the public table cannot be read to bound this join; give max_join_rows = n")
     rows = jc.read_public(f"SELECT COALESCE(MAX(n), 1) FROM (SELECT COUNT(*) AS n FROM {table} GROUP BY {keys})")
     return max(int(rows[0][0]), 1)
 
@@ -397,9 +396,8 @@ _SPLIT_NAMES = {"str_split", "string_split", "string_to_array", "regexp_split_to
 def flat_map(rel: Relation, args: list[exp.Expression], alias: exp.TableAlias | None, jc: JoinContext | None,
              what: str, column: str | None = None) -> Relation:
     """Flat-map ``rel`` by UNNEST of the one list in ``args``: a new column per element."""
-    if jc is None or jc.read_public is None:
-        raise BindError("joins and flat maps in DP queries run on the DuckDB engine only (this engine "
-                        "has no form of them yet)")
+    if jc is None:
+        _refuse("unnest() is not supported here")
     if len(args) != 1:
         _refuse(f"{what} of one list at a time is supported in a DP query")
     if rel.per_unit:
