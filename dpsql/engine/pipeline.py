@@ -130,9 +130,14 @@ def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "p
     if bound.outer_columns is None:
         return engine.post_process(bound.outer, columns, rows)
     # Only renaming (and key order): no need for a round trip through the engine.
+    import pyarrow.compute as pc
+
     nkeys = len(bound.group_by)
-    rows = sorted(rows, key=lambda r: tuple((v is None, v) for v in r[:nkeys]))
     index = {name: i for i, name in enumerate(columns)}
-    picked = [index[c] for c in bound.outer_columns]
-    arrays = [pa.array([r[i] for r in rows]) for i in picked]
+    by_column = list(zip(*rows)) if rows else [() for _ in columns]
+    arrays = [pa.array(by_column[index[c]]) for c in bound.outer_columns]
+    if nkeys and len(rows) > 1:  # sorted by the keys in Arrow (NULLs last, its default)
+        keys = pa.table({f"k{j}": pa.array(by_column[j]) for j in range(nkeys)})
+        order = pc.sort_indices(keys, sort_keys=[(f"k{j}", "ascending") for j in range(nkeys)])
+        arrays = [a.take(order) for a in arrays]
     return pa.Table.from_arrays(arrays, names=bound.output_names)
