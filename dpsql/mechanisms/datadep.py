@@ -59,6 +59,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
+from dpsql.sql.argtypes import whole_numbers
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.base import Context
@@ -247,6 +248,8 @@ class WindowSQL(t.Protocol):
     """What :func:`quantile_subquery` reads of a PTR or smooth release plan."""
 
     @property
+    def agg(self) -> t.Any: ...
+    @property
     def stat(self) -> str: ...
     @property
     def lower(self) -> float: ...
@@ -266,7 +269,7 @@ def quantile_subquery(prep: WindowSQL, source: str, keys: list[str], v: str | No
     if prep.stat == "mean":
         return None
     assert v is not None
-    values = build.Values(source, tuple(keys), v, prep.lower, prep.upper)
+    values = build.Values(source, tuple(keys), v, prep.lower, prep.upper, whole_numbers(prep.agg))
     return raw_select(prep.window_sql(values), [*keys, *prep.columns])
 
 

@@ -67,6 +67,7 @@ from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
+from dpsql.sql.argtypes import whole_numbers
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
@@ -268,6 +269,7 @@ class _QuantilePrepared(Prepared):
         self.eps_prime = exponent(self.p, self.sensitivity, cost.epsilon)
         self.b = window(self.eps_prime)
         self.column = f"a{agg.index}_ranks"
+        self.integer = whole_numbers(agg)
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
         assert v is not None
@@ -275,7 +277,7 @@ class _QuantilePrepared(Prepared):
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
         assert v is not None
-        values = build.Values(source, tuple(keys), v, self.lower, self.upper)
+        values = build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
         return raw_select(sql, [*keys, self.column])
 
