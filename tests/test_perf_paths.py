@@ -202,3 +202,52 @@ def test_part_noise_keeps_integer_counts() -> None:
     part = NoisyPart("n", 1.0, "laplace", Cost(epsilon=1.0), integer=True)
     out = part.add_many([3.0, 4.0, 5.0], SeededNoise(2))
     assert all(isinstance(x, int) for x in out)
+
+
+# -- the smooth profile from runs of equal values -------------------------------------------------
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 5, 40, None])
+def test_gap_profile_equals_the_definition(distinct: int | None) -> None:
+    import numpy as np
+
+    from dpsql.privacy.exact import gap_profile
+
+    rng = random.Random(distinct or 0)
+    for top in (0, 1, 3, 17, 60):
+        if distinct is None:
+            v = sorted(rng.uniform(-5, 5) for _ in range(2 * top + 1))
+        else:
+            pool = sorted(rng.uniform(-5, 5) for _ in range(distinct))
+            v = sorted(rng.choice(pool) for _ in range(2 * top + 1))
+        arr = np.asarray(v)
+        got = gap_profile(arr, top, 10**9)
+        assert got is not None
+        want = [max(v[top + t] - v[top + t - w] for t in range(w + 1)) for w in range(top + 1)]
+        assert got.tolist() == want  # the same differences, to the last bit
+    assert gap_profile(np.arange(41.0), 20, 10) is None  # too many runs for the budget
+
+
+def test_smooth_sensitivity_by_runs_equals_the_direct_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On tied data the profile takes the runs path; the smooth bound is the same, to the last
+    bit, as the direct O(k²) form's (the runs path switched off) and the full-data model's."""
+    import numpy as np
+
+    from dpsql.privacy import sensitivity as sens
+
+    rng = random.Random(4)
+    for n, distinct in ((400, 3), (400, 30), (2000, 101), (300, 300)):
+        pool = [float(x) for x in range(distinct)]
+        x = np.sort(np.array([rng.choice(pool) for _ in range(n)]))
+        for relation, m in (("add_remove", 1), ("replace", 1), ("add_remove", 3), ("union", 2)):
+            k = 40
+            first, last = sens.window_ranks(n, 0.5, k, m)
+            window = x[first - 1:last]
+            a = sens.smooth_sensitivity_window(window, first, n, 0.5, 0.05, 0.0, float(distinct), k, relation, m)
+            b = sens.smooth_sensitivity("quantile", x, 0.05, 0.0, float(distinct), relation, p=0.5, k_max=k,
+                                        max_rows=m)
+            with monkeypatch.context() as mp:
+                mp.setattr(sens, "gap_profile", lambda *_args: None)
+                c = sens.smooth_sensitivity_window(window, first, n, 0.5, 0.05, 0.0, float(distinct), k,
+                                                   relation, m)
+            assert a == b == c
