@@ -145,14 +145,14 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
     """Order statistics x_first..x_last from distinct points {v, c, r} (r: cumulative rank)."""
     if last < first:
         return np.zeros(0)
-    vals, counts = [], []
-    for pt in points or ():
-        v, c, r = float(pt["v"]), int(pt["c"]), int(pt["r"])
-        lo, hi = max(r - c + 1, first), min(r, last)
-        if lo <= hi:
-            vals.append(v)
-            counts.append(hi - lo + 1)
-    out = np.repeat(np.asarray(vals, dtype=np.float64), np.asarray(counts, dtype=np.int64))
+    points = points or ()
+    size = len(points)
+    vals = np.fromiter((pt["v"] for pt in points), dtype=np.float64, count=size)
+    c = np.fromiter((pt["c"] for pt in points), dtype=np.int64, count=size)
+    r = np.fromiter((pt["r"] for pt in points), dtype=np.int64, count=size)
+    # ranks (r − c, r] of each value, cut to [first, last]: how often it fills the window
+    counts = np.maximum(np.minimum(r, last) - np.maximum(r - c + 1, first) + 1, 0)
+    out = np.repeat(vals, counts)
     if out.size != last - first + 1:  # pragma: no cover - the SQL always covers the window
         raise InternalError("the order statistics of the window are incomplete")
     return out
