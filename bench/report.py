@@ -602,11 +602,11 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
         parts.append(
             "How to read the medians: OpenDP chooses among the candidates it is given (here the "
             "whole numbers 0..100), so on whole-number ages it can return 37 exactly; PipelineDP's "
-            "quantile tree lands within 0.002 of it. The exponential mechanism of dpsql (like "
-            "diffprivlib's and Tumult's) picks an interval between "
-            "neighbouring data values and then a point uniformly inside it, so on whole-number ages "
-            "its answer lies anywhere in [37, 38) even when it picks the right interval, and its "
-            "error stays near 0.5 at every ε. Smooth sensitivity is tiny where thousands of people "
+            "quantile tree lands within 0.002 of it. The exponential mechanism of dpsql picks an "
+            "interval between neighbouring data values and then a candidate uniformly inside it; on "
+            "an integer column such as age its candidates are the whole numbers, so when it picks the "
+            "right interval it returns 37 exactly. diffprivlib's and Tumult's draw a real number "
+            "inside the interval, anywhere in [37, 38), and their error stays near 0.5 at every ε. Smooth sensitivity is tiny where thousands of people "
             "share the median age, so its noise almost vanishes once ε is large enough for the "
             "smoothing to see past the ties. Sample-and-aggregate with 100 chunks adds noise of "
             "scale (upper − lower)/(100·ε) = 1/ε years to the mean of the chunk answers.\n")
