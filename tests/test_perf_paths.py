@@ -251,3 +251,41 @@ def test_smooth_sensitivity_by_runs_equals_the_direct_form(monkeypatch: pytest.M
                 c = sens.smooth_sensitivity_window(window, first, n, 0.5, 0.05, 0.0, float(distinct), k,
                                                    relation, m)
             assert a == b == c
+
+
+# -- long noise vectors in parallel chunks --------------------------------------------------------
+
+
+def test_map_chunks_keeps_order_and_splits_only_long_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpsql.privacy import parallel
+
+    monkeypatch.setattr(parallel, "workers", lambda: 4)
+    calls: list[int] = []
+
+    def draw(chunk: list[int]) -> list[int]:
+        calls.append(len(chunk))
+        return [x * 2 for x in chunk]
+
+    values = list(range(10_000))
+    assert parallel.map_chunks(draw, values, min_chunk=1000) == [x * 2 for x in values]
+    assert sorted(calls) == [2500] * 4
+    calls.clear()
+    assert parallel.map_chunks(draw, values[:1500], min_chunk=1000) == [x * 2 for x in values[:1500]]
+    assert calls == [1500]  # too short to split
+
+
+def test_secure_vectors_in_chunks_have_the_right_law(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpsql.privacy import parallel
+    from dpsql.privacy.noise import SecureNoise
+
+    monkeypatch.setattr(parallel, "workers", lambda: 3)
+    monkeypatch.setattr(parallel, "MIN_CHUNK", 500)
+    noise = SecureNoise()
+    for kind, value in (("laplace_int", 7), ("laplace", 7.25), ("gaussian", -3.5)):
+        out = noise.add_many(kind, [value] * 6000, 2.0)
+        assert len(out) == 6000 and all(isinstance(x, int if kind.endswith("_int") else float) for x in out)
+        mean = sum(out) / len(out)
+        var = sum((x - mean) ** 2 for x in out) / (len(out) - 1)
+        want_var = 4.0 if kind == "gaussian" else 2 * 2.0**2  # Laplace b = 2: 2b²; discrete: about
+        assert abs(mean - value) < 0.2 and 0.8 * want_var < var < 1.2 * want_var
+        assert len(set(out[:3000])) > 10 and out[:2000] != out[2000:4000]  # chunks are not copies
