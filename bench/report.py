@@ -506,6 +506,11 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
         "(git-ignored) with pip and runs each peer's runner script there; a peer that cannot be "
         "installed is skipped with pip's last error line. `python bench/run.py --rows N` still "
         "runs the speed cases once at one size, as before.\n")
+    parts.append(
+        "`--huge` runs the mean, the GROUP BY of 1,000 keys and the exponential median at 100M rows "
+        "(when the free memory allows about 100 bytes per row), and measures the peak memory of each "
+        "of those queries in fresh processes, plain DuckDB against dpsql (`python -m bench.memory "
+        "--rows N` does that alone).\n")
 
     parts.append("## Performance targets\n")
     js = judge_size(res)
