@@ -289,3 +289,14 @@ def test_secure_vectors_in_chunks_have_the_right_law(monkeypatch: pytest.MonkeyP
         want_var = 4.0 if kind == "gaussian" else 2 * 2.0**2  # Laplace b = 2: 2b²; discrete: about
         assert abs(mean - value) < 0.2 and 0.8 * want_var < var < 1.2 * want_var
         assert len(set(out[:3000])) > 10 and out[:2000] != out[2000:4000]  # chunks are not copies
+
+
+def testkey_order_sorts_in_arrow_and_falls_back_for_other_types() -> None:
+    import uuid
+
+    from dpsql.engine.pipeline import key_order
+
+    assert key_order([("b", 2), (None, 1), ("a", 3), ("a", 1)], 2) == [3, 2, 0, 1]
+    ids = [uuid.UUID(int=5), None, uuid.UUID(int=1)]  # Arrow cannot infer a type for UUIDs
+    assert key_order([(x,) for x in ids], 1) == [2, 0, 1]
+    assert key_order([(1, "x"), (1, None), (0, "y")], 2) == [2, 0, 1]
