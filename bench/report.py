@@ -30,7 +30,8 @@ PEER_TITLES = {
 }
 CASE_TITLES = {
     "count": "COUNT(*)", "sum": "SUM(age)", "mean": "MEAN(income)", "var": "VAR(income)",
-    "group_by_zip_mean": "GROUP BY zip, COUNT + MEAN(income) (1,000 keys)",
+    "group_by_zip_mean": "GROUP BY zip, MEAN(income) (1,000 keys)",
+    "group_by_zip_count_mean": "GROUP BY zip, COUNT + MEAN(income) (1,000 keys)",
     "group_by_cell_mean": "GROUP BY cell, COUNT + MEAN(income) (100,000 keys)",
     "group_by_zip_median": "GROUP BY zip, MEDIAN(age) (1,000 keys)",
     "median_exponential": "MEDIAN(age), exponential", "median_income_exponential": "MEDIAN(income), exponential",
