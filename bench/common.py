@@ -45,14 +45,16 @@ DELTA = 1e-6
 
 
 def generate(con: duckdb.DuckDBPyConnection, rows: int) -> None:
-    """``people(id, age INT 0..100, income DOUBLE 0..200000, zip VARCHAR ~1000 distinct)``, seeded."""
+    """``people(id, age INT 0..100, income DOUBLE 0..200000, zip VARCHAR ~1000 distinct,
+    cell INT ~100,000 distinct)``, seeded."""
     con.execute("SELECT setseed(0.42)")
     con.execute(
         f"""CREATE TABLE people AS
         SELECT range AS id,
                (random() * 100)::INTEGER AS age,
                random() * 200000 AS income,
-               'z' || lpad(((random() * 999)::INTEGER)::VARCHAR, 4, '0') AS zip
+               'z' || lpad(((random() * 999)::INTEGER)::VARCHAR, 4, '0') AS zip,
+               (random() * 99999)::INTEGER AS cell
         FROM range({rows})"""
     )
 

@@ -31,6 +31,9 @@ PEER_TITLES = {
 CASE_TITLES = {
     "count": "COUNT(*)", "sum": "SUM(age)", "mean": "MEAN(income)", "var": "VAR(income)",
     "group_by_zip_mean": "GROUP BY zip, MEAN(income) (1,000 keys)",
+    "group_by_zip_count_mean": "GROUP BY zip, COUNT + MEAN(income) (1,000 keys)",
+    "group_by_cell_mean": "GROUP BY cell, COUNT + MEAN(income) (100,000 keys)",
+    "group_by_zip_median": "GROUP BY zip, MEDIAN(age) (1,000 keys)",
     "median_exponential": "MEDIAN(age), exponential", "median_income_exponential": "MEDIAN(income), exponential",
     "median_smooth": "MEDIAN(age), smooth", "median_ptr": "MEDIAN(age), PTR",
     "mean_smooth": "MEAN(income), smooth", "mean_ptr": "MEAN(income), PTR",
@@ -369,6 +372,12 @@ def charts(res: dict[str, t.Any], img: Path) -> list[str]:
         plt.close(fig)
         written.append("bench-speed-ratio.png")
 
+    from bench.growth import growth_chart
+
+    grown = growth_chart(res, img, CASE_TITLES)
+    if grown:
+        written.append(grown)
+
     peer_sizes = sorted(int(s) for s in res.get("peers", {}).get("speed", {}))
     if peer_sizes:
         fig, axes = plt.subplots(len(peer_sizes), 1, figsize=(10, 4.2 * len(peer_sizes)), squeeze=False)
@@ -391,7 +400,7 @@ def charts(res: dict[str, t.Any], img: Path) -> list[str]:
             ax.set_xticklabels([CASE_TITLES.get(c, c) for c in PEER_CASES], rotation=15, ha="right", fontsize=8)
             ax.set_ylabel("seconds per query (median)")
             ax.set_title(f"{rows_label(size)} rows, ε = 1 (no bar: not supported or not run)", fontsize=10)
-            ax.legend(fontsize=7, ncol=2)
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars
         fig.tight_layout()
         fig.savefig(img / "bench-peers-speed.png", dpi=110)
         plt.close(fig)
@@ -416,15 +425,19 @@ def charts(res: dict[str, t.Any], img: Path) -> list[str]:
                      "dpsql saa", *PEER_TITLES.values()]
             colors = [f"C{i}" for i in range(10)] + ["black"]
             color = colors[order.index(label)] if label in order else None
-            line, = ax.plot(xs, [max(p[1], 1e-12) for p in pts], style, label=label, markersize=4, color=color)
-            ax.plot(xs, [max(p[2], 1e-12) for p in pts], ":", color=line.get_color(), linewidth=0.8)
+            # an error of exactly 0 has no place on a log axis: it is left out (the table shows it)
+            z = 3 if label.startswith("dpsql") else 2
+            line, = ax.plot(xs, [p[1] if p[1] > 0 else math.nan for p in pts], style, label=label,
+                            markersize=4, color=color, zorder=z)
+            ax.plot(xs, [p[2] if p[2] > 0 else math.nan for p in pts], ":", color=line.get_color(),
+                    linewidth=0.8, zorder=z)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(list(EPSILONS))
         ax.set_xticklabels([f"{e:g}" for e in EPSILONS])
         ax.set_xlabel("ε")
         ax.set_ylabel("absolute error (median; dotted: 90th percentile)")
-        ax.set_title(f"Adult, {title}")
+        ax.set_title(f"Adult, {title} (an error of 0 is not drawn)")
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
         name = f"bench-accuracy-{stat.replace('_', '-')}.png"
@@ -435,6 +448,26 @@ def charts(res: dict[str, t.Any], img: Path) -> list[str]:
 
 
 # -- the document ----------------------------------------------------------------------------
+
+
+def _growth_parts(res: dict[str, t.Any], images: list[str], img_rel: str) -> list[str]:
+    """The growth with the table size, the release step per 1,000 groups, the 100M memory."""
+    from bench import growth
+
+    out = []
+    notes = growth.release_note(res, CASE_TITLES)
+    if notes:
+        out += ["### The release step\n", *notes, ""]
+    tbl = growth.growth_table(res, CASE_TITLES, fsec)
+    if tbl:
+        out.append("### Growth with the table size\n")
+        if "bench-growth.png" in images:
+            out.append(f"![seconds per query against rows, log-log]({img_rel}/bench-growth.png)\n")
+        out.append(tbl)
+    mem = growth.memory_table(res, CASE_TITLES)
+    if mem:
+        out.append(mem)
+    return out
 
 
 def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> str:
@@ -474,6 +507,11 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
         "(git-ignored) with pip and runs each peer's runner script there; a peer that cannot be "
         "installed is skipped with pip's last error line. `python bench/run.py --rows N` still "
         "runs the speed cases once at one size, as before.\n")
+    parts.append(
+        "`--huge` runs the mean, the GROUP BY of 1,000 keys and the exponential median at 100M rows "
+        "(when the free memory allows about 100 bytes per row), and measures the peak memory of each "
+        "of those queries in fresh processes, plain DuckDB against dpsql (`python -m bench.memory "
+        "--rows N` does that alone).\n")
 
     parts.append("## Performance targets\n")
     js = judge_size(res)
@@ -510,6 +548,7 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
                      f"{run['peak_mib']:,.0f} MiB.\n")
         parts.append(speed_table(run))
         parts.append("")
+    parts.extend(_growth_parts(res, images, img_rel))
 
     if res.get("units", {}).get("results"):
         from bench import units
@@ -569,11 +608,11 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
         parts.append(
             "How to read the medians: OpenDP chooses among the candidates it is given (here the "
             "whole numbers 0..100), so on whole-number ages it can return 37 exactly; PipelineDP's "
-            "quantile tree lands within 0.002 of it. The exponential mechanism of dpsql (like "
-            "diffprivlib's and Tumult's) picks an interval between "
-            "neighbouring data values and then a point uniformly inside it, so on whole-number ages "
-            "its answer lies anywhere in [37, 38) even when it picks the right interval, and its "
-            "error stays near 0.5 at every ε. Smooth sensitivity is tiny where thousands of people "
+            "quantile tree lands within 0.002 of it. The exponential mechanism of dpsql picks an "
+            "interval between neighbouring data values and then a candidate uniformly inside it; on "
+            "an integer column such as age its candidates are the whole numbers, so when it picks the "
+            "right interval it returns 37 exactly. diffprivlib's and Tumult's draw a real number "
+            "inside the interval, anywhere in [37, 38), and their error stays near 0.5 at every ε. Smooth sensitivity is tiny where thousands of people "
             "share the median age, so its noise almost vanishes once ε is large enough for the "
             "smoothing to see past the ties. Sample-and-aggregate with 100 chunks adds noise of "
             "scale (upper − lower)/(100·ε) = 1/ε years to the mean of the chunk answers.\n")

@@ -7,7 +7,8 @@
 ``--all`` runs everything and rewrites ``docs/benchmarks.md`` and ``docs/img/bench-*.png``:
 
 1. the speed cases of :mod:`bench.speed` at 1M and 10M rows (``--huge``: also 100M, when
-   the memory allows), one process per size, timing plain DuckDB, the hand-written clipped
+   the memory allows, for the mean, the GROUP BY and the median, with the peak memory of
+   each of those queries against plain DuckDB's, :mod:`bench.memory`), one process per size, timing plain DuckDB, the hand-written clipped
    floor and dpsql (median of ``--repeat`` interleaved rounds after a warm-up round), and the
    privacy-unit cases of :mod:`bench.units` at 10M rows;
 2. with ``--peers``, the other DP systems on the same data, each in its own virtual
@@ -38,6 +39,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import OUT, ROOT, machine, mem_available_gib  # noqa: E402
+from bench.memory import HUGE_CASES  # noqa: E402
+from bench.memory import measure as measure_memory  # noqa: E402
 from bench.speed import CASES, Case, run_speed  # noqa: E402,F401  (CASES: extended by mechanism work)
 
 SIZES = [1_000_000, 10_000_000]
@@ -58,7 +61,8 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def speed_size(rows: int, repeat: int, parquet: Path | None, timeout: float) -> dict[str, t.Any]:
+def speed_size(rows: int, repeat: int, parquet: Path | None, timeout: float,
+               only: t.Sequence[str] | None = None) -> dict[str, t.Any]:
     """Run :mod:`bench.speed` for one size in a child process (its own peak memory)."""
     need = rows * BYTES_PER_ROW / 2**30
     have = mem_available_gib()
@@ -68,6 +72,8 @@ def speed_size(rows: int, repeat: int, parquet: Path | None, timeout: float) -> 
     cmd = [sys.executable, "-m", "bench.speed", "--rows", str(rows), "--repeat", str(repeat), "--json", str(out)]
     if parquet is not None:
         cmd += ["--parquet", str(parquet)]
+    if only:
+        cmd += ["--only", *only]
     log(f"\n== speed, {rows:,} rows")
     try:
         proc = subprocess.run(cmd, cwd=str(ROOT), timeout=timeout)
@@ -231,11 +237,14 @@ def run_all(args: argparse.Namespace) -> int:
     # 1. speed, one process per size
     for rows in sizes:
         parquet = OUT / "data" / f"people_{rows}.parquet" if args.peers and rows <= PEER_MAX_ROWS else None
-        out = speed_size(rows, args.repeat, parquet, args.size_timeout)
+        huge = rows >= HUGE
+        out = speed_size(rows, args.repeat, parquet, args.size_timeout, HUGE_CASES if huge else None)
         res["speed"][str(rows)] = out
         if "results" not in out:
             log(f"{rows:,} rows skipped: {out['skipped']}")
             res["notes"].append(f"{rows:,} rows skipped: {out['skipped']}.")
+        elif huge:  # peak memory per query, plain DuckDB against dpsql, one child each
+            res["memory"] = measure_memory(rows, HUGE_CASES, args.size_timeout, log)
         save(res)
 
     # 1b. privacy units by id, at the size the targets are judged at

@@ -204,8 +204,22 @@ def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "p
         return engine.post_process(bound.outer, columns, rows)
     # Only renaming (and key order): no need for a round trip through the engine.
     nkeys = len(bound.group_by)
-    rows = sorted(rows, key=lambda r: tuple((v is None, v) for v in r[:nkeys]))
     index = {name: i for i, name in enumerate(columns)}
-    picked = [index[c] for c in bound.outer_columns]
-    arrays = [pa.array([r[i] for r in rows]) for i in picked]
+    if nkeys and len(rows) > 1:
+        rows = [rows[i] for i in key_order(rows, nkeys)]
+    by_column = list(zip(*rows)) if rows else [() for _ in columns]
+    arrays = [pa.array(by_column[index[c]]) for c in bound.outer_columns]
     return pa.Table.from_arrays(arrays, names=bound.output_names)
+
+
+def key_order(rows: list[tuple[t.Any, ...]], nkeys: int) -> list[int]:
+    """Row indices in the order of the first ``nkeys`` columns, NULLs last: by Arrow, or for a
+    key type Arrow cannot hold or sort, by Python's comparison (nothing here may fail)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        keys = pa.table({f"k{j}": pa.array([r[j] for r in rows]) for j in range(nkeys)})
+        return pc.sort_indices(keys, sort_keys=[(f"k{j}", "ascending") for j in range(nkeys)]).to_pylist()
+    except (pa.ArrowException, TypeError, ValueError):
+        return sorted(range(len(rows)), key=lambda i: tuple((v is None, v) for v in rows[i][:nkeys]))

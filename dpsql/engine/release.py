@@ -11,9 +11,12 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
 from dpsql.mechanisms.base import Prepared, ReportEntry, num
+from dpsql.mechanisms.batch import Groups, ReleasedColumn, object_column
 from dpsql.sql import build
 
 if t.TYPE_CHECKING:
@@ -31,31 +34,42 @@ class Released:
 def release(
     plan: Plan, rewritten: Rewritten, names: list[str], rows: list[tuple[t.Any, ...]], noise: "NoiseSource"
 ) -> Released:
-    """Apply every mechanism to every group row (``names`` are the result's column names)."""
+    """Apply every mechanism to every group row (``names`` are the result's column names).
+
+    The rows are turned into columns once; key selection keeps groups by one mask over the
+    noisy counts, and each mechanism gets the columns of its statistics (:class:`Groups`), so
+    nothing here loops over groups in Python.
+    """
     index = {name: i for i, name in enumerate(names)}
     nkeys = len(rewritten.keys)
+    size = len(rows)
+    columns = [object_column((row[j] for row in rows), size) for j in range(len(names))]
     if plan.selection is not None:
-        counts = [int(num(row[index[rewritten.key_selection_column]])) for row in rows]
+        counts = [int(num(c)) for c in columns[index[rewritten.key_selection_column]]]
         noisy_counts = plan.selection.part.add_many(counts, noise)
-        kept = [row for row, c in zip(rows, noisy_counts) if c >= plan.selection.threshold]
+        mask = np.fromiter((c >= plan.selection.threshold for c in noisy_counts), dtype=bool, count=size)
+        columns = [col[mask] for col in columns]
+        kept = int(mask.sum())
     else:
-        kept = list(rows)
-    columns_out: list[list[t.Any]] = [[row[j] for row in kept] for j in range(nkeys)]
-    reports: list[list[ReportEntry]] = []
+        kept = size
+    columns_out: list[list[t.Any]] = [columns[j].tolist() for j in range(nkeys)]
+    report: list[ReportEntry] = []
     for prep in plan.prepared:
         i = prep.agg.index
-        cols = [(name, index[col]) for (a, name), col in rewritten.columns.items() if a == i]
-        groups = [{name: row[c] for name, c in cols} for row in kept]
+        groups = Groups({name: columns[index[col]] for (a, name), col in rewritten.columns.items() if a == i}, kept)
         released = prep.release_many(groups, noise)
-        columns_out.append([value for value, _ in released])
-        reports.append([entry for _, entry in released])
-    out_rows = list(zip(*columns_out))
-    columns = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
-    report = [_summarise(p_entries, prep) for p_entries, prep in zip(reports, plan.prepared)]
+        if isinstance(released, ReleasedColumn):
+            columns_out.append(list(released.values))
+            report.append(released.summary() if len(released) else _summarise([], prep))
+        else:
+            columns_out.append([value for value, _ in released])
+            report.append(_summarise([entry for _, entry in released], prep))
+    out_rows = list(zip(*columns_out)) if columns_out else []
+    columns_names = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
     for entry in report:  # every line names the unit and the bounds it was released under
         entry.unit = plan.ctx.unit_note
-    suppressed = len(rows) - len(kept) if plan.selection is not None else None
-    return Released(columns=columns, rows=out_rows, report=report, groups_suppressed=suppressed)
+    suppressed = size - kept if plan.selection is not None else None
+    return Released(columns=columns_names, rows=out_rows, report=report, groups_suppressed=suppressed)
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:

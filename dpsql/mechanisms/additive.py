@@ -57,9 +57,10 @@ Exact statistics that are not finite
 
 from __future__ import annotations
 
-import math
+import sys
 import typing as t
 
+import numpy as np
 from sqlglot import exp
 
 from dpsql.errors import OptionError
@@ -70,12 +71,11 @@ from dpsql.mechanisms.base import (
     NoisyPart,
     Prepared,
     ReportEntry,
-    clamp,
-    finite_in,
     fmt,
     num,
     register,
 )
+from dpsql.mechanisms.batch import Groups, ReleasedColumn
 from dpsql.privacy.budget import Cost
 from dpsql.sql.statistics import Statistic
 
@@ -162,20 +162,6 @@ class _AdditivePrepared(Prepared):
             out["q"] = exp.Sum(this=exp.Mul(this=as_double, expression=v.copy()))
         return out
 
-    def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
-        """The exact values of the released parts: n, Σ(v − c) and Σ(v − c)² from raw moments,
-        each kept inside the range the bounds allow (:meth:`part_range`)."""
-        if self.stat in ("count", "sum"):
-            out = {name: num(stats.get(name)) for name in self.parts}
-        else:
-            n, s, c = num(stats.get("n")), stats.get("s"), self.center
-            s = 0 if s is None else s
-            out = {"n": n, "s1": float(s - c * n) if isinstance(s, int) and c.is_integer() else num(s) - c * n}
-            if self.stat == "var":
-                q = num(stats.get("q"))
-                out["s2"] = max(q - 2 * c * num(s) + c * c * n, 0.0)
-        return {name: finite_in(value, *self.part_range(name)) for name, value in out.items()}
-
     def part_range(self, name: str) -> tuple[float, float]:
         """The values part ``name`` can take over at most N_MAX rows clipped to [L, U]."""
         r = (self.upper - self.lower) / 2.0
@@ -194,51 +180,89 @@ class _AdditivePrepared(Prepared):
 
     def release_many(
         self, groups: t.Sequence[t.Mapping[str, t.Any]], noise: "NoiseSource"
-    ) -> list[tuple[t.Any, ReportEntry]]:
-        """:meth:`release` for every group, with one sampler call per part (not per group)."""
+    ) -> ReleasedColumn:
+        """:meth:`release` for every group: one sampler call per part (not per group), and the
+        exact parts, the released values and the intervals computed on whole columns."""
+        cols = Groups.of(groups)
         if self.public_count:
             note = "public under replace: n is known"
-            return [(int(num(g["n"])), self._report(None, None, 0.0, note)) for g in groups]
-        exact = [self.centred(g) for g in groups]
-        columns = {
-            name: part.add_many([e[name] for e in exact], noise) for name, part in self.parts.items()
-        }
-        return [self._finish({name: col[i] for name, col in columns.items()}) for i in range(len(groups))]
+            values = [int(num(x)) for x in cols.column("n")]
+            return ReleasedColumn(values, self._report(None, None, 0.0, note), np.zeros(len(values)))
+        exact = self.centred_columns(cols)
+        noisy = {name: part.add_many(exact[name], noise) for name, part in self.parts.items()}
+        return self._finish(noisy)
 
-    def _finish(self, noisy: dict[str, float]) -> tuple[t.Any, ReportEntry]:
-        """The released value of one group from the noisy parts (post-processing only)."""
+    def centred_columns(self, cols: Groups) -> dict[str, np.ndarray]:
+        """:meth:`centred` on every group at once (float64 columns, each kept in its range)."""
+        with np.errstate(all="ignore"):
+            if self.stat in ("count", "sum"):
+                out = {name: cols.numbers(name) for name in self.parts}
+            else:
+                n, c = cols.numbers("n"), self.center
+                raw = cols.column("s")
+                if c.is_integer() and all(isinstance(x, int) for x in raw):
+                    # Integer sums: Σv − c·n exactly in integers, rounded once.
+                    ints = np.array([int(x) for x in cols.column("n")], dtype=object)
+                    s1 = (raw.astype(object) - int(c) * ints).astype(np.float64)
+                else:
+                    s1 = cols.numbers("s") - c * n
+                out = {"n": n, "s1": s1}
+                if self.stat == "var":
+                    s = cols.numbers("s")
+                    out["s2"] = np.maximum(cols.numbers("q") - 2 * c * s + c * c * n, 0.0)
+            top = sys.float_info.max
+            for name, value in out.items():
+                lo, hi = self.part_range(name)
+                out[name] = np.clip(np.nan_to_num(value, nan=0.0, posinf=top, neginf=-top),
+                                    max(lo, -top), min(hi, top))
+        return out
+
+    def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
+        """The exact values of the released parts of one group: n, Σ(v − c) and Σ(v − c)² from
+        raw moments, each kept inside the range the bounds allow (:meth:`part_range`)."""
+        return {name: float(col[0]) for name, col in self.centred_columns(Groups.of([stats])).items()}
+
+    def _finish(self, noisy: dict[str, list[float]]) -> ReleasedColumn:
+        """The released values of every group from the noisy parts (post-processing only)."""
         conf = self.ctx.confidence
         if self.stat == "count":
             part = self.parts["n"]
-            return max(int(noisy["n"]), 0), self._report(part.sensitivity, part.scale, part.ci(conf))
+            values = [x if x > 0 else 0 for x in map(int, noisy["n"])]
+            return ReleasedColumn(values, self._report(part.sensitivity, part.scale, None),
+                                  np.full(len(values), part.ci(conf)))
         if self.stat == "sum":
             part = self.parts["s"]
-            return noisy["s"], self._report(part.sensitivity, part.scale, part.ci(conf))
-        if self.stat == "mean":
-            return self._mean(noisy, conf)
-        return self._var(noisy, conf)
+            values = [float(x) for x in noisy["s"]]
+            return ReleasedColumn(values, self._report(part.sensitivity, part.scale, None),
+                                  np.full(len(values), part.ci(conf)))
+        arrays = {name: np.asarray(col, dtype=np.float64) for name, col in noisy.items()}
+        with np.errstate(all="ignore"):
+            if self.stat == "mean":
+                return self._mean(arrays, conf)
+            return self._var(arrays, conf)
 
-    def _mean(self, noisy: dict[str, float], conf: float) -> tuple[float, ReportEntry]:
+    def _mean(self, noisy: dict[str, np.ndarray], conf: float) -> ReleasedColumn:
         n, s1 = noisy["n"], noisy["s1"]
         pn, ps = self.parts["n"], self.parts["s1"]
-        denom = max(n, 1.0)
-        mean = clamp(self.center + s1 / denom, self.lower, self.upper)
+        denom = np.maximum(n, 1.0)
+        mean = _clamp(self.center + s1 / denom, self.lower, self.upper)
         # Both parts inside their (1+c)/2 intervals holds with probability >= c (union bound).
         q = (1 + conf) / 2
         hn, hs = pn.ci(q), ps.ci(q)
-        width = (hs + abs(mean - self.center) * hn) / max(denom - hn, 1.0)
-        width = min(width, self.upper - self.lower)
-        return mean, self._report(ps.sensitivity, ps.scale, width, "ratio of noisy sum and noisy count")
+        width = (hs + np.abs(mean - self.center) * hn) / np.maximum(denom - hn, 1.0)
+        width = np.minimum(width, self.upper - self.lower)
+        return ReleasedColumn(mean.tolist(), self._report(ps.sensitivity, ps.scale, None,
+                                                          "ratio of noisy sum and noisy count"), width)
 
-    def _var(self, noisy: dict[str, float], conf: float) -> tuple[float, ReportEntry]:
+    def _var(self, noisy: dict[str, np.ndarray], conf: float) -> ReleasedColumn:
         r = (self.upper - self.lower) / 2.0
         q = 1 - (1 - conf) / 3
         halves = {name: part.ci(q) for name, part in self.parts.items()}
 
-        def var_of(n: float, s1: float, s2: float) -> float:
-            n = max(n, 2.0)
+        def var_of(n: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> np.ndarray:
+            n = np.maximum(n, 2.0)
             v = (s2 - s1 * s1 / n) / (n - 1)
-            return clamp(v, 0.0, r * r * n / (n - 1))
+            return _clamp(v, 0.0, r * r * n / (n - 1))
 
         value = var_of(noisy["n"], noisy["s1"], noisy["s2"])
         corners = [
@@ -247,11 +271,13 @@ class _AdditivePrepared(Prepared):
         ]
         ps2 = self.parts["s2"]
         if self.agg.statistic == "stddev":
-            sd = math.sqrt(value)
-            width = max(abs(math.sqrt(x) - sd) for x in corners)
-            return sd, self._report(ps2.sensitivity, ps2.scale, width, "sqrt of noisy sample variance")
-        width = max(abs(x - value) for x in corners)
-        return value, self._report(ps2.sensitivity, ps2.scale, width, "noisy count and centred moments")
+            sd = np.sqrt(value)
+            width = np.max([np.abs(np.sqrt(x) - sd) for x in corners], axis=0)
+            return ReleasedColumn(sd.tolist(), self._report(ps2.sensitivity, ps2.scale, None,
+                                                            "sqrt of noisy sample variance"), width)
+        width = np.max([np.abs(x - value) for x in corners], axis=0)
+        return ReleasedColumn(value.tolist(), self._report(ps2.sensitivity, ps2.scale, None,
+                                                           "noisy count and centred moments"), width)
 
     def _report(self, sens: float | None, scale: float | None, width: float | None, note: str = "") -> ReportEntry:
         dist = next(iter(self.parts.values())).distribution if self.parts else "none"
@@ -311,3 +337,8 @@ class Gaussian(_Additive):
         if cost.rho == 0 and cost.delta == 0:
             raise OptionError("mechanism 'gaussian' needs delta > 0 (or rho for zCDP)")
         return super().prepare(agg, ctx, cost)
+
+
+def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:
+    """:func:`dpsql.mechanisms.base.clamp` on a column: NaN → ``lo``, then into [lo, hi]."""
+    return np.minimum(np.maximum(np.where(np.isnan(x), lo, x), lo), hi)

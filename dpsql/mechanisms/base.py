@@ -196,7 +196,9 @@ class Prepared(abc.ABC):
         """The noisy value and report of every group, in order: what the engine calls.
 
         The default releases group by group with :meth:`release`; override it to draw the noise
-        of all groups at once (same laws, fewer sampler calls).
+        of all groups at once (same laws, fewer sampler calls). The engine passes a
+        :class:`dpsql.mechanisms.batch.Groups`, whose ``column(name)`` gives a statistic of every
+        group as an array, and accepts a :class:`dpsql.mechanisms.batch.ReleasedColumn` back.
         """
         return [self.release(g, noise) for g in groups]
 

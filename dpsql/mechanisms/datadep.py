@@ -59,6 +59,7 @@ from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
+from dpsql.sql.argtypes import whole_numbers
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.base import Context
@@ -144,14 +145,14 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
     """Order statistics x_first..x_last from distinct points {v, c, r} (r: cumulative rank)."""
     if last < first:
         return np.zeros(0)
-    vals, counts = [], []
-    for pt in points or ():
-        v, c, r = float(pt["v"]), int(pt["c"]), int(pt["r"])
-        lo, hi = max(r - c + 1, first), min(r, last)
-        if lo <= hi:
-            vals.append(v)
-            counts.append(hi - lo + 1)
-    out = np.repeat(np.asarray(vals, dtype=np.float64), np.asarray(counts, dtype=np.int64))
+    points = points or ()
+    size = len(points)
+    vals = np.fromiter((pt["v"] for pt in points), dtype=np.float64, count=size)
+    c = np.fromiter((pt["c"] for pt in points), dtype=np.int64, count=size)
+    r = np.fromiter((pt["r"] for pt in points), dtype=np.int64, count=size)
+    # ranks (r − c, r] of each value, cut to [first, last]: how often it fills the window
+    counts = np.maximum(np.minimum(r, last) - np.maximum(r - c + 1, first) + 1, 0)
+    out = np.repeat(vals, counts)
     if out.size != last - first + 1:  # pragma: no cover - the SQL always covers the window
         raise InternalError("the order statistics of the window are incomplete")
     return out
@@ -247,6 +248,8 @@ class WindowSQL(t.Protocol):
     """What :func:`quantile_subquery` reads of a PTR or smooth release plan."""
 
     @property
+    def agg(self) -> t.Any: ...
+    @property
     def stat(self) -> str: ...
     @property
     def lower(self) -> float: ...
@@ -266,7 +269,7 @@ def quantile_subquery(prep: WindowSQL, source: str, keys: list[str], v: str | No
     if prep.stat == "mean":
         return None
     assert v is not None
-    values = build.Values(source, tuple(keys), v, prep.lower, prep.upper)
+    values = build.Values(source, tuple(keys), v, prep.lower, prep.upper, whole_numbers(prep.agg))
     return raw_select(prep.window_sql(values), [*keys, *prep.columns])
 
 

@@ -13,6 +13,14 @@ Mechanism (Smith 2011; SPEC §4.4)
     padded with L and U (weight G_i·exp(ε'·u_i), G_i = grid points in it), then a uniform grid
     point inside it.
 
+Whole-number candidates
+    On an integer column clipped to whole-number bounds (within ±2^53, where doubles hold every
+    integer) the candidates are the whole numbers of [L, U] instead: a median of whole days is a
+    whole number. Each region [x_t, x_{t+1}) then holds x_{t+1} − x_t candidates, and the last
+    region also holds U. The utility and its sensitivity are the same functions of y, so the
+    guarantee below holds over this finite candidate set too (brute-forced in
+    ``tests/test_perf_paths.py``). The choice depends on the column's type and the bounds only.
+
 Sensitivity Δu of the utility (brute-forced in ``tests/test_exponential.py``, for rows and
 for units of up to m rows over :mod:`dpsql.admin.bruteforce`'s datasets of units)
     ``add_remove``: adding a row moves c(y) by 0 or 1 and p·n by p, so c(y) − p·n moves by −p
@@ -67,6 +75,7 @@ from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
+from dpsql.sql.argtypes import whole_numbers
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
@@ -192,12 +201,28 @@ def log_weights(parts: t.Sequence[tuple[float, float, float]], k: int) -> list[f
     return out
 
 
+def candidates(parts: list[tuple[float, float, float]], lower: float, upper: float,
+               integer: bool) -> tuple[list[tuple[float, float, float]], int]:
+    """The regions as drawn and the exponent k of their grid 2^k.
+
+    By default the candidates are the points of the public grid of [L, U). With ``integer``
+    (whole-number data and bounds) they are the whole numbers of [L, U]: the grid 2^0, with U
+    itself a candidate of the last region (every region ends at the next value, the last at U).
+    """
+    if not integer:
+        return parts, grid(lower, upper)
+    lo, hi, score = parts[-1]
+    if hi != upper:  # pragma: no cover - regions always end at U
+        raise InternalError("the last region does not end at the upper bound")
+    return [*parts[:-1], (lo, hi + 1.0, score)], 0
+
+
 def draw(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower: float,
-         upper: float, noise: "NoiseSource", b: int | None = None) -> float:
-    """One exponential-mechanism quantile from the order statistics around rank p·n."""
+         upper: float, noise: "NoiseSource", b: int | None = None, integer: bool = False) -> float:
+    """One exponential-mechanism quantile from the order statistics around rank p·n
+    (``integer``: on the whole numbers of [L, U], :func:`candidates`)."""
     b = window(eps_prime) if b is None else b
-    k = grid(lower, upper)
-    parts = regions(points, n, p, eps_prime, lower, upper, b)
+    parts, k = candidates(regions(points, n, p, eps_prime, lower, upper, b), lower, upper, integer)
     i = noise.choice_weighted(log_weights(parts, k))
     lo, hi, _ = parts[i]
     return noise.uniform(lo, hi, k=k)
@@ -210,13 +235,13 @@ def quantile_of(values: t.Sequence[float], p: float, eps_prime: float, lower: fl
     return draw(points_of(clipped), len(clipped), p, eps_prime, lower, upper, noise)
 
 
-def rank_error(eps_prime: float, lower: float, upper: float, confidence: float) -> float:
+def rank_error(eps_prime: float, lower: float, upper: float, confidence: float, integer: bool = False) -> float:
     """With probability ≥ confidence, |c(out) − p·n| exceeds the best achievable by at most this.
 
-    The exponential mechanism's tail bound (Dwork & Roth 2014, Thm. 3.11) with |R| grid points:
-    P[u(out) ≤ OPT − (ln|R| + t)/ε'] ≤ e^{−t}.
+    The exponential mechanism's tail bound (Dwork & Roth 2014, Thm. 3.11) with |R| candidates
+    (grid points, or the whole numbers of [L, U]): P[u(out) ≤ OPT − (ln|R| + t)/ε'] ≤ e^{−t}.
     """
-    size = _noise.grid_points(lower, upper, grid(lower, upper))
+    size = int(upper - lower) + 1 if integer else _noise.grid_points(lower, upper, grid(lower, upper))
     return (math.log(size) + math.log(1.0 / (1.0 - confidence))) / eps_prime
 
 
@@ -268,6 +293,9 @@ class _QuantilePrepared(Prepared):
         self.eps_prime = exponent(self.p, self.sensitivity, cost.epsilon)
         self.b = window(self.eps_prime)
         self.column = f"a{agg.index}_ranks"
+        self.integer = whole_numbers(agg)
+        #: whole-number candidates: whole-number data and bounds that floats hold exactly
+        self.whole = self.integer and max(abs(self.lower), abs(self.upper)) <= 2.0**53
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
         assert v is not None
@@ -275,16 +303,16 @@ class _QuantilePrepared(Prepared):
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
         assert v is not None
-        values = build.Values(source, tuple(keys), v, self.lower, self.upper)
+        values = build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
         return raw_select(sql, [*keys, self.column])
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
         n = int(num(stats.get("n")))
         points = rows_to_points(stats.get(self.column))
-        value = draw(points, n, self.p, self.eps_prime, self.lower, self.upper, noise, self.b)
+        value = draw(points, n, self.p, self.eps_prime, self.lower, self.upper, noise, self.b, self.whole)
         conf = self.ctx.confidence
-        ranks = rank_error(self.eps_prime, self.lower, self.upper, conf)
+        ranks = rank_error(self.eps_prime, self.lower, self.upper, conf, self.whole)
         entry = ReportEntry(
             column=self.label, mechanism=self.mechanism, epsilon=self.cost.epsilon,
             sensitivity=self.sensitivity, distribution="exponential mechanism on rank",
@@ -298,8 +326,9 @@ class _QuantilePrepared(Prepared):
             "bounds": f"[{fmt(self.lower)}, {fmt(self.upper)}]",
             "utility": (f"-min(|rank - {self.p:g}·n|, D + {self.b}), Δu={fmt(self.sensitivity)} "
                         f"({self.ctx.neighbouring}, m={self.ctx.max_rows})"),
-            "weights": (f"exp(-{fmt(self.eps_prime)}·|i - {self.p:g}·n|) per point of the grid "
-                        f"2^{grid(self.lower, self.upper)}"),
+            "weights": (f"exp(-{fmt(self.eps_prime)}·|i - {self.p:g}·n|) per "
+                        + ("whole number of [L, U]" if self.whole
+                           else f"point of the grid 2^{grid(self.lower, self.upper)}")),
             "sql": (f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
                     f"({build.BUCKETS}-bucket histogram, then exact values)"),
         }

@@ -134,3 +134,28 @@ def statistic(stat: str, x_sorted: npt.ArrayLike, lower: float, upper: float,
     mu = math.fsum(x.tolist()) / x.size
     var = math.fsum(((x - mu) ** 2).tolist()) / x.size
     return {"mean": mu, "var": var, "std": math.sqrt(var)}[s]
+
+
+# ----------------------------------------------------------------------------- gap profile
+def gap_profile(v: FloatArray, top: int, budget: int) -> FloatArray | None:
+    """P_w = max over a + t ≤ w of v[top + t] − v[top − a], for w = 0 .. ``top``, from the runs
+    of equal values in the sorted ``v`` (2·top + 1 values, rank r at index ``top``); None when
+    the pairs of runs would exceed ``budget`` (then the caller's direct form is cheaper).
+
+    Below r only the first index of a run going down matters (the same value, a smaller a),
+    above r the first index going up: a column with many ties, such as ages, has a handful of
+    runs in any window, so this costs O(runs²), not O(top²). The maximum is over the same
+    differences as ``max_{t ≤ w} v[top + t] − v[top + t − w]`` (the pairs with a + t < w are
+    dominated: float subtraction is monotone), so the result is the same to the last bit.
+    """
+    right, left = v[top:], v[top::-1]  # right[t] = x_{r+t}, left[a] = x_{r-a}
+    ts = np.flatnonzero(np.r_[True, right[1:] != right[:-1]])
+    as_ = np.flatnonzero(np.r_[True, left[1:] != left[:-1]])
+    if ts.size * as_.size > budget:
+        return None
+    d = as_[:, None] + ts[None, :]
+    gaps = right[ts][None, :] - left[as_][:, None]
+    keep = d <= top
+    best = np.full(top + 1, -np.inf)
+    np.maximum.at(best, d[keep], gaps[keep])
+    return np.maximum.accumulate(best)

@@ -15,6 +15,8 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
+from dpsql.privacy.parallel import map_chunks
+
 if TYPE_CHECKING:
     import numpy as _np
     import opendp.prelude as dp
@@ -429,13 +431,12 @@ class SecureNoise(NoiseSource):
         if len(values) < 2:
             return super().add_many(kind, values, scale)
         scale = _num("scale", scale)
-        size = len(values)
-        if kind.endswith("_int"):
-            out = _measurement(kind + "_vec", scale, 0, size)([int(v) for v in values])
-            return [int(x) for x in out]
-        data = [_num("value", v, False) for v in values]
-        measure = _measurement(kind + "_vec", scale, grid_exponent(scale), size)
-        return [float(x) for x in measure(data)]
+        k, cast = (0, int) if kind.endswith("_int") else (grid_exponent(scale), float)
+        data = [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
+
+        def draw(chunk: list[float]) -> list[float]:
+            return [cast(x) for x in _measurement(kind + "_vec", scale, k, len(chunk))(chunk)]
+        return map_chunks(draw, data)  # long vectors in parallel chunks (dpsql.privacy.parallel)
 
     def gaussian_int(self, value: int, sigma: float) -> int:
         return int(_measurement("gaussian_int", _num("sigma", sigma), 0)(int(value)))

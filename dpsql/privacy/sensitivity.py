@@ -110,6 +110,7 @@ from dpsql.privacy.exact import (  # the relations and statistics are part of th
     check_k,
     check_relation,
     check_rows,
+    gap_profile,
     rank,
     require,
     sorted_data,
@@ -222,6 +223,11 @@ class _OrderStats(_Model):
             return out
         top = (k_max + 1) * self.m
         v = self.span(self.r - top, self.r + top)
+        runs = gap_profile(v, top, (k_max + 1) * (top + 1) // 4)  # few distinct values: by runs
+        if runs is not None:
+            out = runs[(np.arange(k_max + 1) + 1) * self.m]
+            out[0] = self.ls0
+            return out
         right, left = v[top:], v[top:: -1]  # right[t] = x_{r+t}, left[a] = x_{r-a}
         t = np.arange(top + 1)[None, :]
         step = max(1, _BLOCK // (top + 1))

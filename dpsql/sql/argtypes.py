@@ -45,3 +45,16 @@ def check_argument_types(aggregates: t.Iterable[t.Any]) -> None:
             f"{where}{agg.column} is {agg.column_type}; {name} needs a number "
             f"(text that holds numbers can be converted: TRY_CAST({agg.column} AS DOUBLE))"
         )
+
+
+def whole_numbers(agg: t.Any) -> bool:
+    """Whether every clipped value of ``agg`` (a :class:`dpsql.sql.bind.BoundAggregate`) is a
+    whole number: its argument is an integer column and both bounds are whole numbers, so the
+    rewrite clips in integer arithmetic (public: the query and the catalog)."""
+    lower, upper = agg.lower, agg.upper
+    return (
+        agg.column is not None and (agg.column_type or "").upper() in INTEGER_TYPES
+        and lower is not None and upper is not None
+        and float(lower).is_integer() and float(upper).is_integer()
+        and max(abs(float(lower)), abs(float(upper))) <= 2.0**62
+    )

@@ -175,6 +175,14 @@ class Values:
     value: str
     lower: float
     upper: float
+    #: whether every value is a whole number (an integer column clipped to whole-number bounds)
+    integer: bool = False
+
+    @property
+    def one_per_bucket(self) -> bool:
+        """Whether a value histogram (GROUP BY value) has at most :data:`BUCKETS` rows per group:
+        whole numbers in a range of at most that many."""
+        return self.integer and self.upper - self.lower < BUCKETS
 
 
 def order_statistics(values: Values, names: Scratch, near: str,
@@ -199,24 +207,21 @@ def order_statistics(values: Values, names: Scratch, near: str,
 
     Buckets only decide which rows the second pass reads: ``pts`` is the same for any count.
     """
+    if values.one_per_bucket:
+        return value_histogram(values, names, near, extra)
     src, v, ks = values.source, values.value, values.keys
     scale = buckets / (values.upper - values.lower)
 
     # ⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own
     bucket = f"CAST(FLOOR(({v} - {literal(values.lower, double=True)}) * {literal(scale, double=True)}) AS BIGINT)"
 
-    kc, part = leading(ks), partition_by(ks)
-    added = "".join(f", {sql} AS {name}" for name, sql in (extra or {}).items())
+    kc = leading(ks)
     carried = ["__n", *(extra or {})]
     carry = ", ".join(carried)
     return f"""{names.h} AS (
   SELECT {kc}{bucket} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
   FROM {src} WHERE {v} IS NOT NULL GROUP BY ALL
-), {names.hist} AS (
-  SELECT *{added}
-  FROM (SELECT *, SUM(__c) {over(part, "ORDER BY __b", UP_TO_HERE)} AS __cum,
-               SUM(__c) {over(part)} AS __n FROM {names.h})
-), {names.need} AS (
+), {_cumulative(values, names, extra)}, {names.need} AS (
   SELECT * FROM {names.hist} WHERE {near}
 ), {names.multi} AS (
   SELECT {kc}__b, __cum - __c AS __below, {carry}, __lo, __hi FROM {names.need} WHERE __lo < __hi
@@ -234,4 +239,32 @@ def order_statistics(values: Values, names: Scratch, near: str,
     SELECT {kc}__val, __c, __below + SUM(__c) {over(f"PARTITION BY {kc}__b", "ORDER BY __val", UP_TO_HERE)}
              AS __cum, {carry} FROM {names.vals}
   ) WHERE {near}
+)"""
+
+
+def _cumulative(values: Values, names: Scratch, extra: t.Mapping[str, str] | None) -> str:
+    """The CTE ``names.hist``: ``names.h`` with the cumulative count ``__cum``, the group size
+    ``__n`` and the ``extra`` columns."""
+    part = partition_by(values.keys)
+    added = "".join(f", {sql} AS {name}" for name, sql in (extra or {}).items())
+    return f"""{names.hist} AS (
+  SELECT *{added}
+  FROM (SELECT *, SUM(__c) {over(part, "ORDER BY __b", UP_TO_HERE)} AS __cum,
+               SUM(__c) {over(part)} AS __n FROM {names.h})
+)"""
+
+
+def value_histogram(values: Values, names: Scratch, near: str,
+                    extra: t.Mapping[str, str] | None = None) -> str:
+    """:func:`order_statistics` for whole numbers in a range of at most :data:`BUCKETS`: one
+    pass, GROUP BY value, gives the exact histogram (a bucket per value), and every order
+    statistic follows from its cumulative counts. Same CTEs and columns."""
+    src, v, kc = values.source, values.value, leading(values.keys)
+    carry = ", ".join(["__n", *(extra or {})])
+    return f"""{names.h} AS (
+  SELECT {kc}{v} AS __b, COUNT(*) AS __c, {v} AS __lo, {v} AS __hi FROM {src} WHERE {v} IS NOT NULL GROUP BY ALL
+), {_cumulative(values, names, extra)}, {names.need} AS (
+  SELECT * FROM {names.hist} WHERE {near}
+), {names.pts} AS (
+  SELECT {kc}__lo AS __val, __c, __cum, {carry} FROM {names.need}
 )"""

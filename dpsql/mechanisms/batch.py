@@ -1,0 +1,109 @@
+"""Columns of groups: what the release step hands a mechanism, and what a vectorised one returns.
+
+:class:`Groups` is the exact statistics of every group as columns (one array per statistic),
+and still a sequence of per-group mappings, so a mechanism that releases group by group reads it
+as before. :class:`ReleasedColumn` is the released values of every group with one report entry
+for the whole column: a mechanism that computes in numpy returns it, and the engine reads its
+values and summary without building an entry per group. Both are plain containers: nothing here
+reads data or draws noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing as t
+
+import numpy as np
+
+from dpsql.privacy.report import ReportEntry
+
+
+def object_column(values: t.Iterable[t.Any], size: int) -> np.ndarray:
+    """``values`` as a one-dimensional object array (lists inside stay single elements)."""
+    return np.fromiter(values, dtype=object, count=size)
+
+
+class Groups(t.Sequence[t.Mapping[str, t.Any]]):
+    """The exact statistics of ``size`` groups, one object array per statistic name."""
+
+    def __init__(self, columns: t.Mapping[str, np.ndarray], size: int) -> None:
+        self.columns = dict(columns)
+        self.size = size
+
+    @classmethod
+    def of(cls, groups: t.Sequence[t.Mapping[str, t.Any]]) -> "Groups":
+        """Columns from a sequence of per-group mappings (a :class:`Groups` is returned as is)."""
+        if isinstance(groups, Groups):
+            return groups
+        names = list(groups[0]) if groups else []
+        return cls({name: object_column((g.get(name) for g in groups), len(groups)) for name in names},
+                   len(groups))
+
+    def column(self, name: str) -> np.ndarray:
+        """The statistic ``name`` of every group (``None`` where a group lacks it)."""
+        col = self.columns.get(name)
+        return col if col is not None else np.full(self.size, None, dtype=object)
+
+    def numbers(self, name: str) -> np.ndarray:
+        """The statistic as float64, NULL read as 0 (as :func:`dpsql.mechanisms.base.num`)."""
+        col = self.column(name)
+        if col.dtype != object:
+            return col.astype(np.float64)
+        return np.array([0.0 if x is None else x for x in col], dtype=np.float64) if self.size else \
+            np.zeros(0)
+
+    def __len__(self) -> int:
+        return self.size
+
+    @t.overload
+    def __getitem__(self, i: int) -> t.Mapping[str, t.Any]: ...
+    @t.overload
+    def __getitem__(self, i: slice) -> t.Sequence[t.Mapping[str, t.Any]]: ...
+    def __getitem__(self, i: t.Any) -> t.Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.size))]
+        if not -self.size <= i < self.size:
+            raise IndexError(i)
+        return {name: col[i] for name, col in self.columns.items()}
+
+
+class ReleasedColumn(t.Sequence[tuple[t.Any, ReportEntry]]):
+    """Released values of every group and the report of the column.
+
+    ``template`` is the report entry every group shares but for its interval, ``widths`` the
+    half-width of each group's interval (or None when it has none). As a sequence it is the
+    ``(value, entry)`` pairs :meth:`dpsql.mechanisms.base.Prepared.release_many` returns.
+    """
+
+    def __init__(self, values: list[t.Any], template: ReportEntry, widths: np.ndarray | None = None) -> None:
+        self.values = values
+        self.template = template
+        self.widths = widths
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def _width(self, i: int) -> float | None:
+        return None if self.widths is None else float(self.widths[i])
+
+    @t.overload
+    def __getitem__(self, i: int) -> tuple[t.Any, ReportEntry]: ...
+    @t.overload
+    def __getitem__(self, i: slice) -> t.Sequence[tuple[t.Any, ReportEntry]]: ...
+    def __getitem__(self, i: t.Any) -> t.Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        value = self.values[i]
+        return value, dataclasses.replace(self.template, ci_half_width=self._width(i))
+
+    def summary(self) -> ReportEntry:
+        """One entry for the column (at least one group): for several, the widest interval over them."""
+        n = len(self)
+        if n == 1:
+            return self[0][1]
+        first = self.template
+        widest = None if self.widths is None else float(np.max(self.widths))
+        return dataclasses.replace(
+            first, ci_half_width=widest,
+            note=(first.note + "; " if first.note else "") + f"widest of {n} groups",
+        )
