@@ -58,6 +58,11 @@ def test_sqlcmd_tables_lists_the_declared_tables(shell) -> None:
     assert "adult" in text and "education_levels" in text
 
 
+def test_describe_gives_the_columns(shell) -> None:
+    frame = run(shell, "%sql DESCRIBE adult").DataFrame()
+    assert "age" in list(frame.iloc[:, 0]) and "income" in list(frame.iloc[:, 0])
+
+
 def test_zero_row_probe_is_passed_through(shell) -> None:
     """jupysql asks ``SELECT * FROM t WHERE 1=0`` to see whether a table exists and which columns
     it has. The dialect passes it to dpsql unchanged: it is refused today (a private table's rows
