@@ -48,6 +48,8 @@ def bind_parameters(text: str, params: Sequence[t.Any] | Mapping[str, t.Any]) ->
     numbered = isinstance(params, Sequence) and not isinstance(params, (str, bytes, bytearray))
     if not numbered and not isinstance(params, Mapping):
         raise ParameterError(f"parameters must be a sequence or a mapping, not {type(params).__name__}")
+    if not params and not _has_placeholders(text):
+        return text  # nothing to bind (SQLAlchemy passes () with every statement): the text as given
     text, marks = _number_question_marks(text, len(params) if numbered else None)
     tree = parse(text)
     placeholders = list(tree.find_all(exp.Placeholder))
@@ -80,6 +82,14 @@ def bind_parameters(text: str, params: Sequence[t.Any] | Mapping[str, t.Any]) ->
     if numbered and len(used) != len(params):
         raise ParameterError(f"the statement has {len(used)} placeholders but {len(params)} parameters were given")
     return to_sql(tree)
+
+
+def _has_placeholders(text: str) -> bool:
+    try:
+        tokens = DPSQL().tokenize(text)
+    except Exception:  # the parser reports it, with a position
+        return False
+    return any(tok.token_type in (TokenType.PLACEHOLDER, TokenType.PARAMETER) for tok in tokens)
 
 
 def _number_question_marks(text: str, count: int | None) -> tuple[str, int]:

@@ -185,6 +185,8 @@ def test_named_and_numbered_parameters() -> None:
     ("SELECT DP_COUNT(*) FROM adult WHERE age > $x WITH (epsilon = 1)", [1], "mapping"),
     ("SELECT DP_COUNT(*) FROM adult WHERE age > $x WITH (epsilon = 1)", {"y": 1}, "no parameter"),
     ("SELECT DP_COUNT(*) FROM adult WHERE age > $1 AND age < ? WITH (epsilon = 1)", [1], "one style"),
+    ("SELECT DP_COUNT(*) FROM adult WHERE age > ? WITH (epsilon = 1)", [], "0 parameters"),
+    ("SELECT DP_COUNT(*) FROM adult WHERE age > $1 WITH (epsilon = 1)", (), "no parameter"),
 ])
 def test_parameters_that_do_not_fit_are_refused_and_charge_nothing(con, sql, params, words) -> None:
     with pytest.raises(dbapi.ProgrammingError, match=words):
@@ -251,8 +253,28 @@ def test_closed_cursor_and_connection(con) -> None:
 
 def test_catalog_statements_pass_through(con) -> None:
     cur = con.cursor()
-    cur.execute("SHOW TABLES")
+    cur.execute("SHOW TABLES", ())  # SQLAlchemy passes an empty sequence with every statement
     assert sorted(r[0] for r in cur.fetchall()) == ["adult", "education_levels"]
     cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
                 ["adult"])
     assert cur.fetchone() == ("age",)
+
+
+def test_the_error_table_of_docs_bi_matches_the_mapping() -> None:
+    import re
+    from pathlib import Path
+
+    from dpsql import errors
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "bi.md").read_text(encoding="utf-8")
+    section = text.split("| dpsql error | DB-API class | also a |", 1)[1].split("\n\n", 1)[0]
+    checked = set()
+    for row in section.splitlines()[2:]:
+        first, second = row.split("|")[1:3]
+        cls = getattr(dbapi, re.search(r"`(\w+)`", second).group(1))
+        for name in re.findall(r"`(\w+)`", first):
+            mapped = dbapi.as_dbapi_error(getattr(errors, name)("message"))
+            assert isinstance(mapped, cls) and isinstance(mapped, getattr(errors, name)), name
+            checked.add(name)
+    assert {"ParseError", "OptionError", "BindError", "PrivacyError", "BudgetError", "LedgerError", "PolicyError",
+            "ExecutionError"} <= checked
