@@ -162,9 +162,12 @@ def test_url_options_are_checked() -> None:
 def test_pool_ping_and_rollback_are_harmless(demo) -> None:
     engine = sa.create_engine("dpsql:///:memory:?demo=1", pool_pre_ping=True)
     for _ in range(2):
-        with engine.connect() as c:
+        with engine.connect() as c:  # the pool pings before and rolls back after each use
             assert c.execute(sa.text("SELECT 1")).scalar() == 1
-            c.rollback()
+    raw = engine.raw_connection()
+    raw.rollback()
+    raw.commit()
+    raw.close()
     engine.dispose()
 
 
