@@ -140,15 +140,20 @@ def test_missing_ledger_is_an_operational_error(tmp_path) -> None:
     assert isinstance(info.value, dpsql.PolicyError)
 
 
+@pytest.fixture(scope="module")
+def public():
+    """A connection with no declared table: statements without a table run as plain DuckDB."""
+    c = dbapi.connect(":memory:", {"budget": {"epsilon": 1.0}, "tables": {}})
+    yield c
+    c.close()
+
+
 @settings(max_examples=60, deadline=None)
 @given(value=st.text())
-def test_any_string_parameter_comes_back_unchanged(value: str) -> None:
-    cur = _public.cursor()
+def test_any_string_parameter_comes_back_unchanged(public, value: str) -> None:
+    cur = public.cursor()
     cur.execute("SELECT ? AS v, '?' AS q -- ?", [value.replace("\x00", "")])
     assert cur.fetchall() == [(value.replace("\x00", ""), "?")]
-
-
-_public = dbapi.connect(":memory:", {"budget": {"epsilon": 1.0}, "tables": {}})
 
 
 @pytest.mark.parametrize("value", [
@@ -156,16 +161,16 @@ _public = dbapi.connect(":memory:", {"budget": {"epsilon": 1.0}, "tables": {}})
     decimal.Decimal("-12.50"), b"\x00'\xff", dt.date(2020, 2, 29), dt.datetime(2020, 1, 2, 3, 4, 5, 6),
     dt.time(23, 59, 1), "it's", "",
 ])
-def test_values_of_each_type_round_trip(value) -> None:
-    cur = _public.cursor()
+def test_values_of_each_type_round_trip(public, value) -> None:
+    cur = public.cursor()
     cur.execute("SELECT ? AS v", (value,))
     assert cur.fetchall() == [(value,)]
     cur.execute("SELECT ? AS v", [float("nan")])
     assert math.isnan(cur.fetchone()[0])
 
 
-def test_named_and_numbered_parameters() -> None:
-    cur = _public.cursor()
+def test_named_and_numbered_parameters(public) -> None:
+    cur = public.cursor()
     cur.execute("SELECT $b AS b, $a AS a, $a + 1 AS c", {"a": 1, "b": "x"})
     assert cur.fetchall() == [("x", 1, 2)]
     cur.execute("SELECT $2 AS b, $1 AS a", ["a", "b"])
