@@ -56,6 +56,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> t.Any:
+    if name == "dbapi":  # the DB-API 2.0 module (PEP 249)
+        return importlib.import_module("dpsql.dbapi")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'dpsql' has no attribute {name!r}")

@@ -138,7 +138,8 @@ class Connection:
             value = self.engine.connection.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0]
         except duckdb.Error:
             return ()
-        return tuple(value or ())
+        # DuckDB 1.4 reports each allowed path with a trailing slash (it still allows the file itself)
+        return tuple(p[:-1] if len(p) > 1 and p.endswith("/") else p for p in value or ())
 
     @property
     def database_files(self) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ class Result:
     confidence: float = 0.95
     sources: list[int | None] = field(default_factory=list)
     _cursor: int = 0
+    _relation_connection: t.Any = field(default=None, repr=False, compare=False)
 
     @property
     def columns(self) -> list[str]:
@@ -122,6 +123,9 @@ class Result:
         import duckdb
 
         con = connection if connection is not None else duckdb.connect()
+        if connection is None:
+            # DuckDB 1.x closes a connection nothing refers to, and its relations with it
+            self._relation_connection = con
         return con.from_arrow(self.table)
 
     @property

@@ -185,6 +185,23 @@ SAFE_NUMERIC_AGGREGATES = frozenset({
     "regr_sxx", "regr_syy", "regr_sxy", "min", "max", "mad", "product", "geomean", "sem",
     "quantile_cont", "quantile_disc", "approx_quantile",
 })
+#: Aggregates that DuckDB before 2.0 raises on ("Out of Range Error" for ±inf, NaN or ±1e308
+#: inputs): with such a DuckDB they are refused, so that whether a query fails never depends on
+#: the data (DuckDB 2.0 returns NaN or NULL instead).
+RAISE_BEFORE_DUCKDB_2 = frozenset({
+    "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop", "corr", "sem", "geomean",
+    "regr_slope", "regr_intercept", "regr_r2", "regr_sxx", "regr_syy",
+})
+
+
+def _duckdb_major() -> int:
+    import duckdb
+
+    return int(duckdb.__version__.split(".")[0])
+
+
+if _duckdb_major() < 2:
+    SAFE_NUMERIC_AGGREGATES -= RAISE_BEFORE_DUCKDB_2
 #: Aggregates of any type (counts of values), whose arguments are kept as they are.
 SAFE_ANY_AGGREGATES = frozenset({"count", "approx_count_distinct", "entropy", "mode"})
 
