@@ -178,3 +178,18 @@ def test_pool_ping_and_rollback_are_harmless(demo) -> None:
 ])
 def test_column_types(name, expected) -> None:
     assert isinstance(column_type(name), expected)
+
+
+def test_tables_of_other_schemas_are_reflected_under_their_schema(tmp_path) -> None:
+    db = tmp_path / "x.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE SCHEMA sales; CREATE TABLE sales.orders (customer_id INTEGER, amount DOUBLE); "
+                "CREATE TABLE t (a INTEGER); CREATE TABLE sales.secret (x INTEGER)")
+    con.close()
+    policy = tmp_path / "p.toml"
+    policy.write_text('[budget]\nepsilon = 1\n[tables.t]\n[tables."sales.orders"]\nprivacy_unit = "customer_id"\n'
+                      "max_rows_per_unit = 2\n", encoding="utf-8")
+    insp = sa.inspect(sa.create_engine(f"dpsql:///{db}?policy={policy}"))
+    assert insp.get_schema_names() == ["main", "sales"]
+    assert insp.get_table_names() == ["t"] and insp.get_table_names(schema="sales") == ["orders"]
+    assert [c["name"] for c in insp.get_columns("orders", schema="sales")] == ["customer_id", "amount"]
