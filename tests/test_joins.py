@@ -167,6 +167,15 @@ def test_select_list_unnest_is_the_same_flat_map() -> None:
     assert "× 2" in explain(q)
 
 
+def test_a_slice_keeps_its_start_and_bounds_the_rows() -> None:
+    q = ("SELECT DP_COUNT(*) FROM (SELECT id, unnest(string_split(genres, ',')[2:3]) AS genre FROM movies) "
+         "WHERE genre = 'horror' WITH (epsilon = 1)")
+    assert exact(q)["a0_n"] == 1  # movie 3's second genre
+    assert "at most 2 rows per row (a slice in the query" in explain(q)
+    with pytest.raises(BindError, match="column zip does not exist in public table states"):
+        exact("SELECT DP_COUNT(*) FROM people JOIN states s ON people.zipcode = s.zip WITH (epsilon = 1)")
+
+
 def test_public_join_keeps_at_most_the_stated_rows_per_key() -> None:
     q = "SELECT DP_COUNT(*) FROM people JOIN states ON people.zipcode = states.zipcode WITH (epsilon = 1, {})"
     assert exact(q.format("max_join_rows = 2"))["a0_n"] == 4

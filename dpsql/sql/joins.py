@@ -200,6 +200,8 @@ def _conditions(rel: Relation, join: exp.Join, alias: str, columns: Columns, wha
                     f"expression of the other tables, not {_sql(part)[:60]}")
         other = sides[1] if own[0] is sides[0] else sides[0]
         name = own[0].name.lower()
+        if name not in columns:
+            raise BindError(f"column {own[0].name} does not exist in {what}")
         out.append((rel.substitute(other, f"ON of a join with {what}"), name))
     return out
 
@@ -447,13 +449,23 @@ def flat_map(rel: Relation, args: list[exp.Expression], alias: exp.TableAlias | 
 def _list(rel: Relation, node: exp.Expression, what: str) -> tuple[exp.Expression, int | None]:
     """The list a flat map unnests, over the reserved aliases, and the slice's length if the
     query slices it with literal bounds."""
-    limit = None
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
-        limit = _slice_length(node.expressions[0].this, node.expressions[0].expression)
-        node = node.this
-    elif isinstance(node, exp.Anonymous) and node.name.lower() == "list_slice" and len(node.expressions) == 3:
-        limit = _slice_length(node.expressions[1], node.expressions[2])
-        node = node.expressions[0]
+        inner, _ = _list(rel, node.this, what)
+        bounds = node.expressions[0]
+        for part in (bounds.this, bounds.expression):
+            if part is not None:
+                check_rowwise(part, what, rel.table.name)
+        out = node.copy()
+        out.set("this", inner)
+        return out, _slice_length(bounds.this, bounds.expression)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "list_slice" and len(node.expressions) == 3:
+        inner, _ = _list(rel, node.expressions[0], what)
+        for part in node.expressions[1:]:
+            check_rowwise(part, what, rel.table.name)
+        out = node.copy()
+        out.set("expressions", [inner, *(e.copy() for e in node.expressions[1:])])
+        return out, _slice_length(node.expressions[1], node.expressions[2])
+    limit = None
     if isinstance(node, exp.Column):
         return rel.column(node, what), limit
     if isinstance(node, _SPLITS) or (isinstance(node, exp.Anonymous) and node.name.lower() in _SPLIT_NAMES):
