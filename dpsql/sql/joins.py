@@ -1,35 +1,17 @@
 """Joins and flat maps in the FROM clause of a DP query, bound and bounded (seed 004, SPEC §6).
 
-:func:`resolve_from` binds a SELECT's FROM item and its JOINs into one :class:`Relation`. What is
-allowed, and the sensitivity factor of each (see :mod:`dpsql.privacy.joins` for the proofs):
-
-* ``JOIN`` / ``LEFT JOIN`` a **public** table on equalities ``private_expr = public.column``:
-  × M, the most rows of the public table per key, read from the public table when the query is
-  planned or given by ``max_join_rows``. The rewrite keeps at most M rows per key of the public
-  table (the M of smallest row hash), so M holds whatever the table holds at run time.
-* ``SEMI JOIN`` / ``ANTI JOIN`` a public table: a filter, no factor.
-* ``CROSS JOIN UNNEST(list)`` (and ``, UNNEST(list)``), and ``unnest(list)`` in the select list of
-  a level of the chain: × F, the most elements kept per row: a slice written in the query
-  (``list[1:3]``, ``list_slice(list, 1, 3)``) or the option ``max_rows``; the rewrite cuts each
-  list to F elements. ``list`` is a list column or ``string_split`` / ``regexp_split_to_array`` of
-  an allowed expression.
-* ``JOIN`` another **private** table (row privacy units): each side truncated on its join key
-  by a strategy (query options ``left_truncation``, ``right_truncation`` or
-  ``join_truncation``; else the tables' ``join_truncation`` in the policy), in the rewritten
-  SQL; rows per change ``T_l·S_r·R_r + T_r·S_l·R_l``.
-* ``JOIN`` a private table with the same **id privacy unit** (policy ``unit_name``) on the unit
-  columns: the joined rows keep the unit, and the per-unit truncation after the joins bounds
-  them; no factor, no strategy.
-
-Everything else is refused, with the fix: cross joins with tables, non-equality conditions,
-RIGHT and FULL joins, LATERAL, USING of different names, joins of two private tables without
-strategies, joins of different id units.
+:func:`resolve_from` binds a SELECT's FROM item and its JOINs into one :class:`Relation`:
+public joins (× M rows per key of the public table, kept to M in the SQL), semi and anti joins
+with public tables (a filter), flat maps (``UNNEST``, × F elements per row, lists cut to F),
+joins of two private row-unit tables (each side truncated on its key, ``T_l·S_r·R_r +
+T_r·S_l·R_l``) and of two tables sharing an id unit on it (truncated per unit after the join).
+The factors and their proofs are in :mod:`dpsql.privacy.joins`; the rules and what is refused,
+with the fix, in docs/joins.md. ``IN (SELECT ... FROM public)`` is :mod:`dpsql.sql.insubquery`.
 """
 
 from __future__ import annotations
 
 import typing as t
-import zlib
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -504,49 +486,3 @@ def check_used(rel: Relation, options: "Options") -> None:
                               + ("flat map (UNNEST)" if key == "max_rows" else
                                  "join with a public table" if key == "max_join_rows" else
                                  "join of two private tables whose privacy unit is a row"))
-
-
-# ---------------------------------------------------------------------------------------------
-# x IN (SELECT c FROM public_table [WHERE ...])
-
-
-def public_in(declared: Declared, catalog: Catalog, database: str | None) -> t.Callable[[exp.In, Relation], exp.Expression]:
-    """A binder of ``x IN (SELECT c FROM public_table [WHERE p])`` for :class:`Relation`.
-
-    The subquery reads one public table: its rows are public, and whether a private row is in
-    the set depends on that row and public values only, like any WHERE. ``x`` is bound over the
-    private rows (allowed expressions only) and cast to ``c``'s type, so that no value can make
-    the comparison fail; ``p`` is checked like a private predicate and made total too.
-    """
-    def bind(node: exp.In, rel: Relation) -> exp.Expression:
-        sub = node.args["query"]
-        query = sub.this if isinstance(sub, exp.Subquery) else sub
-        what = "IN (SELECT ...)"
-        if not isinstance(query, exp.Select) or any(
-                v for k, v in query.args.items() if k not in ("expressions", "from_", "where")):
-            _refuse(f"{what} in a DP query may only be SELECT column FROM public_table [WHERE ...]")
-        source = query.args.get("from_")
-        table = source.this if source is not None else None
-        if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier) or \
-                len(query.expressions) != 1 or not isinstance(query.expressions[0], exp.Column):
-            _refuse(f"{what} in a DP query may only be SELECT column FROM public_table [WHERE ...]")
-        tp = declared(table)
-        if not tp.public:
-            _refuse(f"{what} over private table {tp.name} is not allowed: its rows would decide which "
-                    "private rows are kept; only public tables may filter a DP query this way")
-        types = catalog(tp.name) or {}
-        alias = (table.alias_or_name or table.name).lower()
-        name = f"__i{zlib.crc32(node.sql().encode()) % 10**8}"
-        columns: Columns = {c: exp.column(c, table=name, quoted=True) for c in types}
-        inner = Relation(tp, columns, alias)
-        col = inner.column(query.expressions[0], what)
-        where = ""
-        if query.args.get("where") is not None:
-            where = " WHERE " + _sql(total(inner.substitute(query.args["where"].this, what)))
-        value = rel.substitute(node.this, what)
-        ctype = types.get(col.name, "VARCHAR")
-        text = (f"TRY_CAST({_sql(total(value))} AS {ctype}) IN (SELECT {_sql(col)} FROM "
-                f"{_sql(qualified(tp, database))} AS {name}{where})")
-        return exp.Paren(this=exp.maybe_parse(text, dialect="duckdb"))
-
-    return bind

@@ -25,7 +25,8 @@ from sqlglot import exp
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql.build import BASE, RESERVED_PREFIX
-from dpsql.sql.joins import JoinContext, flat_map, public_in, resolve_from
+from dpsql.sql.insubquery import public_in
+from dpsql.sql.joins import JoinContext, flat_map, resolve_from
 from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
 
