@@ -1,5 +1,9 @@
 """``dpsql serve`` with real clients: psql, psycopg 3 and the PostgreSQL JDBC driver.
 
+The psql and JDBC tests need programs outside Python (Debian's postgresql-client,
+libpostgresql-jdbc-java and a JDK): they carry the ``clients`` marker, which the default run
+leaves out and CI runs after installing them (``pytest -m clients``).
+
 A missing client fails these tests (it is never skipped): CI installs them.
 """
 
@@ -46,6 +50,7 @@ def psql(srv: Server, *commands: str, user: str = "carol") -> subprocess.Complet
                           env={"PGPASSWORD": PASSWORDS[user], "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.clients
 def test_psql_lists_tables_columns_runs_and_refuses(server):
     before = len(server.entries("carol"))
     out = psql(server, r"\dt", r"\d adult", COUNT, "SELECT * FROM adult")
@@ -56,6 +61,7 @@ def test_psql_lists_tables_columns_runs_and_refuses(server):
     assert len(server.entries("carol")) == before + 1
 
 
+@pytest.mark.clients
 def test_psql_prepared_statement_six_times_charges_each_execution(server):
     before = len(server.entries("carol"))
     commands = ["PREPARE q(int) AS SELECT DP_COUNT(*) AS n FROM adult WHERE age > $1 WITH (epsilon = 0.1)"]
@@ -178,6 +184,7 @@ def test_eight_concurrent_clients_every_answer_arrives_charged_once(server):
 # -- JDBC -------------------------------------------------------------------------------------
 
 
+@pytest.mark.clients
 def test_jdbc_metadata_query_refusal_and_server_side_prepares(server, tmp_path):
     javac, java = shutil.which("javac"), shutil.which("java")
     assert javac and java, "a JDK (javac, java) is needed for the JDBC test"
