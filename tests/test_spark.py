@@ -323,3 +323,28 @@ def test_foreign_engine_release_hook(spark, seeded_demo) -> None:
     assert 30 <= medians["Female"] <= 40 and 33 <= medians["Male"] <= 43
     with pytest.raises(dpsql.BudgetError):
         con.release(prepared, names, rows)  # 0.5 left: refused, releases nothing
+
+
+def test_policy_sources_become_temporary_views(spark, tmp_path) -> None:
+    """``source = ...`` on Spark: a temporary view over the files (JSON lines here), with the
+    exact statistics DuckDB computes over the same files; a name the session uses is refused."""
+    data = tmp_path / "ages.json"
+    duckdb.execute(f"COPY (SELECT age, sex FROM '{ADULT}') TO '{data}' (FORMAT json)")
+    tables = {"ages": {"privacy_unit": "row", "max_rows_per_unit": 1, "source": str(data),
+                       "columns": {"age": {"lower": 0, "upper": 100}}}}
+    policy = {"budget": {"epsilon": 1e9}, "tables": tables}
+    query = "SELECT DP_SUM(age), DP_COUNT(*) FROM ages WITH (epsilon = 1)"
+    on_spark = exact(dpsql.connect(spark, policy), query)
+    assert on_spark == exact(dpsql.connect(":memory:", policy), query)
+    with pytest.raises(dpsql.PolicyError, match="already has a table or view ages"):
+        dpsql.connect(spark, policy)
+    spark.catalog.dropTempView("ages")
+    tables["main.ages"] = tables.pop("ages")  # schema main: the session's current database
+    dpsql.connect(spark, policy)
+    spark.catalog.dropTempView("ages")
+    tables["sales.ages"] = tables.pop("main.ages")
+    with pytest.raises(dpsql.PolicyError, match="a temporary view, which has no schema; name it ages"):
+        dpsql.connect(spark, policy)
+    tables["ages"] = {**tables.pop("sales.ages"), "source": str(tmp_path / "none*.json")}
+    with pytest.raises(dpsql.PolicyError, match="no file matches"):
+        dpsql.connect(spark, policy)
