@@ -52,6 +52,10 @@ ADULT_QUERIES = [
     "SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
     "SELECT sex, DP_QUANTILE(age, 0.9) FROM adult GROUP BY sex WITH (epsilon = 1)",
     "SELECT DP_MIN(hours_per_week), DP_MAX(hours_per_week) FROM adult WITH (epsilon = 1)",
+    # many distinct values per bucket of DuckDB's histogram: Spark's one-bucket-per-value form
+    "SELECT DP_MEDIAN(fnlwgt, 0, 1e6), DP_QUANTILE(fnlwgt, 0.01, 0, 1e6) FROM adult WITH (epsilon = 1)",
+    "SELECT sex, DP_QUANTILE(fnlwgt, 0.75, 0, 1e6) FROM adult GROUP BY sex "
+    "WITH (mechanism = 'ptr', bound = 1000, epsilon = 1, delta = 1e-6)",
     "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'ptr', bound = 5, epsilon = 1, delta = 1e-6)",
     "SELECT sex, DP_MEAN(age) FROM adult GROUP BY sex WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)",
     "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
@@ -348,3 +352,15 @@ def test_policy_sources_become_temporary_views(spark, tmp_path) -> None:
     tables["ages"] = {**tables.pop("sales.ages"), "source": str(tmp_path / "none*.json")}
     with pytest.raises(dpsql.PolicyError, match="no file matches"):
         dpsql.connect(spark, policy)
+
+
+def test_order_statistics_run_as_one_value_histogram_on_spark(pairs) -> None:
+    """Spark's form of the order statistics: one bucket per value, no second pass (the
+    statistics are checked equal to DuckDB's by ``test_adult_statistics_are_the_same``)."""
+    duck, _ = pairs["adult"]
+    for query in ("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
+                  "SELECT sex, DP_QUANTILE(age, 0.5) FROM adult GROUP BY sex "
+                  "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)"):
+        assert "_vals0" in duck.rewritten_sql(query)
+        spark_sql = duck.rewritten_sql(query, "spark")
+        assert "_pts" in spark_sql and "_vals0" not in spark_sql and "_multi" not in spark_sql

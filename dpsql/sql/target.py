@@ -90,6 +90,8 @@ class SparkTarget(Target):
 
     def finish(self, sql: str) -> str:
         tree = sqlglot.parse_one(sql, read="duckdb")
+        for with_ in list(tree.find_all(exp.With)):
+            self.value_histogram(with_)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
 
@@ -117,6 +119,45 @@ class SparkTarget(Target):
         return node
 
     # -- the forms ----------------------------------------------------------------------------
+
+    def value_histogram(self, with_: exp.With) -> None:
+        """The order-statistics CTEs of :func:`dpsql.sql.build.order_statistics` with one bucket
+        per distinct value: one aggregate and one window over the rows, where the bucketed form
+        (a histogram, then a second pass over the values of the buckets that meet the window,
+        bounded by scalar subqueries) makes Spark scan and re-plan the histogram several times.
+
+        ``__h`` groups by the value itself (``__b`` = ``__lo`` = ``__hi`` = the value), so every
+        bucket that meets the window holds one value and ``__pts`` is the single-value branch
+        of the bucketed form; ``__multi``, ``__vals0`` and ``__vals`` go. The distinct values
+        in ``__pts``, with their counts and ranks, are the same for any bucketing (the contract
+        of ``order_statistics``), so the statistics equal DuckDB's. A WITH of another shape is
+        left as it is.
+        """
+        ctes = {c.alias: c for c in with_.expressions}
+        heads = [a[:-len("_pts")] for a in ctes if a.startswith("__") and a.endswith("_pts")]
+        for head in heads:
+            parts = {p: ctes.get(f"{head}_{p}") for p in ("h", "hist", "need", "multi", "vals0", "vals", "pts")}
+            if any(c is None for c in parts.values()):
+                continue
+            h, pts = parts["h"].this, parts["pts"].this
+            low = next((e for e in h.expressions if e.alias == "__lo"), None)
+            bucket = next((e for e in h.expressions if e.alias == "__b"), None)
+            source = pts.args.get("from_", pts.args.get("from")) if isinstance(pts, exp.Select) else None
+            inner = source.this.this if source is not None else None
+            if not (isinstance(h, exp.Select) and isinstance(low, exp.Alias) and isinstance(low.this, exp.Min)
+                    and isinstance(bucket, exp.Alias) and isinstance(inner, exp.Union)
+                    and isinstance(inner.this, exp.Select)):
+                continue
+            value = low.this.this
+            bucket.set("this", value.copy())
+            for name in ("__lo", "__hi"):
+                e = next(e for e in h.expressions if e.alias == name)
+                e.set("this", value.copy())
+            single = inner.this.copy()
+            single.set("where", None)  # __lo = __hi in every bucket now
+            source.this.set("this", single)
+            for name in ("multi", "vals0", "vals"):
+                parts[name].pop()
 
     def total(self, node: exp.Expression) -> exp.Expression:
         """``TRY(x)``: the arithmetic in ``x`` as ``try_*`` functions, casts as ``TRY_CAST``."""
