@@ -364,3 +364,15 @@ def test_order_statistics_run_as_one_value_histogram_on_spark(pairs) -> None:
         assert "_vals0" in duck.rewritten_sql(query)
         spark_sql = duck.rewritten_sql(query, "spark")
         assert "_pts" in spark_sql and "_vals0" not in spark_sql and "_multi" not in spark_sql
+
+
+def test_public_key_domain_is_broadcast_after_a_semi_join(pairs) -> None:
+    """Spark's form of a public key domain: each per-group relation is cut to the domain's keys
+    (a semi-join on the broadcast keys), then broadcast into the left join from the keys."""
+    duck, _ = pairs["adult"]
+    query = "SELECT occupation, DP_COUNT(*), DP_MEDIAN(age) FROM adult GROUP BY occupation " \
+            "WITH (epsilon = 1, keys = ['Sales', 'Nowhere'])"
+    assert "BROADCAST" not in duck.rewritten_sql(query)
+    spark_sql = duck.rewritten_sql(query, "spark")
+    assert "SELECT /*+ BROADCAST(`__stats`, `__sq1`) */ __keys.__k0" in spark_sql
+    assert spark_sql.count("LEFT SEMI JOIN VALUES ('Sales'), ('Nowhere') AS __kd(__k0)") == 2

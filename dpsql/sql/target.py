@@ -92,6 +92,8 @@ class SparkTarget(Target):
         tree = sqlglot.parse_one(sql, read="duckdb")
         for with_ in list(tree.find_all(exp.With)):
             self.value_histogram(with_)
+        for select in list(tree.find_all(exp.Select)):
+            self.broadcast_keys(select)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
 
@@ -119,6 +121,40 @@ class SparkTarget(Target):
         return node
 
     # -- the forms ----------------------------------------------------------------------------
+
+    def broadcast_keys(self, select: exp.Select) -> None:
+        """``FROM (VALUES ...) AS __keys(...) LEFT JOIN x ON ...`` (a public key domain): each
+        ``x`` semi-joined to the keys first, then broadcast.
+
+        ``x`` holds one row per key of the data, which may be many more than the domain; the
+        semi-join (the keys broadcast) keeps at most one row per key of the domain, a size
+        fixed by the query and the policy, so broadcasting it cannot fail on some data and
+        saves the shuffles of a sort-merge join. The rows the left join keeps are the same.
+        """
+        source = select.args.get("from_", select.args.get("from"))
+        keys = source.this if source is not None else None
+        if not (isinstance(keys, exp.Values) and keys.alias == "__keys") or select.args.get("hint"):
+            return
+        broadcast = []
+        for join in select.args.get("joins") or []:
+            table, on = join.this, join.args.get("on")
+            if join.side != "LEFT" or join.kind or not isinstance(table, exp.Table) or on is None:
+                continue
+            name = table.alias_or_name
+            domain = keys.copy()
+            domain.set("alias", exp.TableAlias(this=exp.to_identifier("__kd"),
+                                               columns=[c.copy() for c in keys.args["alias"].columns]))
+            match = on.copy()
+            for col in match.find_all(exp.Column):
+                if col.table == "__keys":
+                    col.set("table", exp.to_identifier("__kd"))
+            inner = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(name))).from_(table.copy())
+            inner = inner.join(domain, on=match, join_type="LEFT SEMI")
+            inner.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=[exp.to_table("__kd")])]))
+            join.set("this", exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(name))))
+            broadcast.append(exp.to_table(name))
+        if broadcast:
+            select.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=broadcast)]))
 
     def value_histogram(self, with_: exp.With) -> None:
         """The order-statistics CTEs of :func:`dpsql.sql.build.order_statistics` with one bucket
