@@ -24,6 +24,11 @@ DuckDB form                          Spark form
 ``QUANTILE_CONT(x, p)``,             ``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``
 ``MEDIAN(x)``
 ``range(k)`` (a table of 0..k−1)     ``(SELECT id AS range FROM range(k))``
+order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
+then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
+the window, in a second pass         :meth:`SparkTarget.value_histogram`
+``(VALUES ...) AS __keys LEFT JOIN   ``x`` cut to the keys by a semi-join on the broadcast keys,
+x`` (a public key domain)            then broadcast: :meth:`SparkTarget.broadcast_keys`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
 ==================================  =================================================================
