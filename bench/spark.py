@@ -4,7 +4,7 @@
     python -m bench.spark --generic             # the same without Spark's own forms, to compare
 
 One local[2] session; a cached table of ``rows`` rows (x in 0..99, y with every value distinct, 1,000 keys); for each query
-the median of ``--repeat`` wall-clock times (the two run in turn) of dpsql end to end (plan,
+the median of ``--repeat`` wall-clock times (the two run in turn, after a warm-up round) of dpsql end to end (plan,
 Spark, noise, release; reuse of releases off) and of the hand-written statement, and their ratio. Prints a Markdown table.
 """
 
@@ -37,16 +37,10 @@ QUERIES = {
 }
 
 
-def timed(fns, repeat: int) -> list[float]:
-    """The median wall-clock time of each of ``fns``, run in turn ``repeat`` times (interleaved,
-    so that a change in the machine's load falls on all of them alike)."""
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for fn, out in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    return [statistics.median(ts) for ts in times]
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--generic", action="store_true",
                         help="without the Spark forms of the order statistics and of key domains (for comparison)")
+    parser.add_argument("--only", metavar="TEXT", help="only the queries whose name contains TEXT")
     args = parser.parse_args(argv)
     if args.generic:
         from dpsql.sql.target import SparkTarget
@@ -82,10 +77,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| query ({args.rows:,} rows, local[2]) | dpsql on Spark (s) | hand-written Spark SQL (s) | ratio |")
     print("| --- | ---: | ---: | ---: |")
     for name, (dp, hand) in QUERIES.items():
+        if args.only and args.only not in name:
+            continue
         con.sql(dp)  # warm up
-        spark.sql(hand).collect()
-        t_dp, t_hand = timed([lambda: con.sql(dp), lambda: spark.sql(hand).collect()], args.repeat)  # noqa: B023
-        print(f"| {name} | {t_dp:.2f} | {t_hand:.2f} | {t_dp / t_hand:.2f}× |")
+        t_dp: list[float] = []
+        t_hand: list[float] = []
+        try:
+            for _ in range(args.repeat + 1):  # the first round warms the hand-written statement up
+                t_dp.append(timed(lambda: con.sql(dp)))  # noqa: B023
+                t_hand.append(timed(lambda: spark.sql(hand).collect()))  # noqa: B023
+        except Exception as err:  # PERCENTILE_CONT out of memory can take the driver down with it
+            reason = "OutOfMemoryError" if "OutOfMemoryError" in str(err) else type(err).__name__
+            print(f"| {name} | {t_dp[-1]:.2f} (1 run) | failed ({reason}) | — |", flush=True)
+            return
+        a, b = statistics.median(t_dp[1:]), statistics.median(t_hand[1:])
+        print(f"| {name} | {a:.2f} | {b:.2f} | {a / b:.2f}× |", flush=True)
     spark.stop()
 
 
