@@ -402,7 +402,8 @@ def connect(
     """Open a DP connection.
 
     ``database`` may also be a ``pyspark.sql.SparkSession``: the statistics then run on Spark
-    (:mod:`dpsql.engine.spark`, ``docs/spark.md``), over the tables and views of its catalog.
+    (:mod:`dpsql.engine.spark`, ``docs/spark.md``), over the tables and views of its catalog;
+    a policy table with ``source = ...`` files becomes a temporary view of the session.
 
     ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection, which
     dpsql then locks down and owns: DuckDB keeps file access, extensions and the configuration
@@ -424,9 +425,11 @@ def connect(
         raise LedgerError(_missing_ledger(database, policy, pol))  # before anything is opened
     if _is_spark_session(database):
         from dpsql.engine.spark import SparkEngine
+        from dpsql.engine.spark_open import open_spark_sources
 
         if setup is not None:
             setup(database)
+        open_spark_sources(database, pol)
         engine = SparkEngine(database)
         return Connection(engine, pol, Ledger.open(pol.ledger, pol.budget, create=init_ledger), noise=noise)
     if isinstance(database, duckdb.DuckDBPyConnection):

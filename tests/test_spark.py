@@ -52,6 +52,10 @@ ADULT_QUERIES = [
     "SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
     "SELECT sex, DP_QUANTILE(age, 0.9) FROM adult GROUP BY sex WITH (epsilon = 1)",
     "SELECT DP_MIN(hours_per_week), DP_MAX(hours_per_week) FROM adult WITH (epsilon = 1)",
+    # many distinct values per bucket of DuckDB's histogram: Spark's one-bucket-per-value form
+    "SELECT DP_MEDIAN(fnlwgt, 0, 1e6), DP_QUANTILE(fnlwgt, 0.01, 0, 1e6) FROM adult WITH (epsilon = 1)",
+    "SELECT sex, DP_QUANTILE(fnlwgt, 0.75, 0, 1e6) FROM adult GROUP BY sex "
+    "WITH (mechanism = 'ptr', bound = 1000, epsilon = 1, delta = 1e-6)",
     "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'ptr', bound = 5, epsilon = 1, delta = 1e-6)",
     "SELECT sex, DP_MEAN(age) FROM adult GROUP BY sex WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)",
     "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
@@ -323,3 +327,52 @@ def test_foreign_engine_release_hook(spark, seeded_demo) -> None:
     assert 30 <= medians["Female"] <= 40 and 33 <= medians["Male"] <= 43
     with pytest.raises(dpsql.BudgetError):
         con.release(prepared, names, rows)  # 0.5 left: refused, releases nothing
+
+
+def test_policy_sources_become_temporary_views(spark, tmp_path) -> None:
+    """``source = ...`` on Spark: a temporary view over the files (JSON lines here), with the
+    exact statistics DuckDB computes over the same files; a name the session uses is refused."""
+    data = tmp_path / "ages.json"
+    duckdb.execute(f"COPY (SELECT age, sex FROM '{ADULT}') TO '{data}' (FORMAT json)")
+    tables = {"ages": {"privacy_unit": "row", "max_rows_per_unit": 1, "source": str(data),
+                       "columns": {"age": {"lower": 0, "upper": 100}}}}
+    policy = {"budget": {"epsilon": 1e9}, "tables": tables}
+    query = "SELECT DP_SUM(age), DP_COUNT(*) FROM ages WITH (epsilon = 1)"
+    on_spark = exact(dpsql.connect(spark, policy), query)
+    assert on_spark == exact(dpsql.connect(":memory:", policy), query)
+    with pytest.raises(dpsql.PolicyError, match="already has a table or view ages"):
+        dpsql.connect(spark, policy)
+    spark.catalog.dropTempView("ages")
+    tables["main.ages"] = tables.pop("ages")  # schema main: the session's current database
+    dpsql.connect(spark, policy)
+    spark.catalog.dropTempView("ages")
+    tables["sales.ages"] = tables.pop("main.ages")
+    with pytest.raises(dpsql.PolicyError, match="a temporary view, which has no schema; name it ages"):
+        dpsql.connect(spark, policy)
+    tables["ages"] = {**tables.pop("sales.ages"), "source": str(tmp_path / "none*.json")}
+    with pytest.raises(dpsql.PolicyError, match="no file matches"):
+        dpsql.connect(spark, policy)
+
+
+def test_order_statistics_run_as_one_value_histogram_on_spark(pairs) -> None:
+    """Spark's form of the order statistics: one bucket per value, no second pass (the
+    statistics are checked equal to DuckDB's by ``test_adult_statistics_are_the_same``)."""
+    duck, _ = pairs["adult"]
+    for query in ("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
+                  "SELECT sex, DP_QUANTILE(age, 0.5) FROM adult GROUP BY sex "
+                  "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)"):
+        assert "_vals0" in duck.rewritten_sql(query)
+        spark_sql = duck.rewritten_sql(query, "spark")
+        assert "_pts" in spark_sql and "_vals0" not in spark_sql and "_multi" not in spark_sql
+
+
+def test_public_key_domain_is_broadcast_after_a_semi_join(pairs) -> None:
+    """Spark's form of a public key domain: each per-group relation is cut to the domain's keys
+    (a semi-join on the broadcast keys), then broadcast into the left join from the keys."""
+    duck, _ = pairs["adult"]
+    query = "SELECT occupation, DP_COUNT(*), DP_MEDIAN(age) FROM adult GROUP BY occupation " \
+            "WITH (epsilon = 1, keys = ['Sales', 'Nowhere'])"
+    assert "BROADCAST" not in duck.rewritten_sql(query)
+    spark_sql = duck.rewritten_sql(query, "spark")
+    assert "SELECT /*+ BROADCAST(`__stats`, `__sq1`) */ __keys.__k0" in spark_sql
+    assert spark_sql.count("LEFT SEMI JOIN VALUES ('Sales'), ('Nowhere') AS __kd(__k0)") == 2

@@ -91,6 +91,8 @@ class SparkEngine:
 
     def __init__(self, session: t.Any) -> None:
         self.session = session
+        #: whether closing the connection stops the session (the command line's own session)
+        self.owns_session = False
         self._catalog: dict[str, dict[str, str]] = {}
         self._scratch: t.Any = None
         self._settle()
@@ -177,9 +179,13 @@ class SparkEngine:
         return post_process_in(self._scratch, outer, columns, rows)
 
     def close(self) -> None:
-        """Close dpsql's own resources; the Spark session stays its owner's."""
+        """Close dpsql's own resources; the Spark session stays its owner's (it is stopped
+        only when dpsql started it: :attr:`owns_session`)."""
         if self._scratch is not None:
             self._scratch.close()
+        if self.owns_session:
+            self.owns_session = False
+            self.session.stop()
 
 
 def _first_line(err: BaseException) -> str:

@@ -24,6 +24,11 @@ DuckDB form                          Spark form
 ``QUANTILE_CONT(x, p)``,             ``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``
 ``MEDIAN(x)``
 ``range(k)`` (a table of 0..k−1)     ``(SELECT id AS range FROM range(k))``
+order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
+then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
+the window, in a second pass         :meth:`SparkTarget.value_histogram`
+``(VALUES ...) AS __keys LEFT JOIN   ``x`` cut to the keys by a semi-join on the broadcast keys,
+x`` (a public key domain)            then broadcast: :meth:`SparkTarget.broadcast_keys`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
 ==================================  =================================================================
@@ -90,6 +95,10 @@ class SparkTarget(Target):
 
     def finish(self, sql: str) -> str:
         tree = sqlglot.parse_one(sql, read="duckdb")
+        for with_ in list(tree.find_all(exp.With)):
+            self.value_histogram(with_)
+        for select in list(tree.find_all(exp.Select)):
+            self.broadcast_keys(select)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
 
@@ -117,6 +126,79 @@ class SparkTarget(Target):
         return node
 
     # -- the forms ----------------------------------------------------------------------------
+
+    def broadcast_keys(self, select: exp.Select) -> None:
+        """``FROM (VALUES ...) AS __keys(...) LEFT JOIN x ON ...`` (a public key domain): each
+        ``x`` semi-joined to the keys first, then broadcast.
+
+        ``x`` holds one row per key of the data, which may be many more than the domain; the
+        semi-join (the keys broadcast) keeps at most one row per key of the domain, a size
+        fixed by the query and the policy, so broadcasting it cannot fail on some data and
+        saves the shuffles of a sort-merge join. The rows the left join keeps are the same.
+        """
+        source = select.args.get("from_", select.args.get("from"))
+        keys = source.this if source is not None else None
+        if not (isinstance(keys, exp.Values) and keys.alias == "__keys") or select.args.get("hint"):
+            return
+        broadcast = []
+        for join in select.args.get("joins") or []:
+            table, on = join.this, join.args.get("on")
+            if join.side != "LEFT" or join.kind or not isinstance(table, exp.Table) or on is None:
+                continue
+            name = table.alias_or_name
+            domain = keys.copy()
+            domain.set("alias", exp.TableAlias(this=exp.to_identifier("__kd"),
+                                               columns=[c.copy() for c in keys.args["alias"].columns]))
+            match = on.copy()
+            for col in match.find_all(exp.Column):
+                if col.table == "__keys":
+                    col.set("table", exp.to_identifier("__kd"))
+            inner = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(name))).from_(table.copy())
+            inner = inner.join(domain, on=match, join_type="LEFT SEMI")
+            inner.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=[exp.to_table("__kd")])]))
+            join.set("this", exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(name))))
+            broadcast.append(exp.to_table(name))
+        if broadcast:
+            select.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=broadcast)]))
+
+    def value_histogram(self, with_: exp.With) -> None:
+        """The order-statistics CTEs of :func:`dpsql.sql.build.order_statistics` with one bucket
+        per distinct value: one aggregate and one window over the rows, where the bucketed form
+        (a histogram, then a second pass over the values of the buckets that meet the window,
+        bounded by scalar subqueries) makes Spark scan and re-plan the histogram several times.
+
+        ``__h`` groups by the value itself (``__b`` = ``__lo`` = ``__hi`` = the value), so every
+        bucket that meets the window holds one value and ``__pts`` is the single-value branch
+        of the bucketed form; ``__multi``, ``__vals0`` and ``__vals`` go. The distinct values
+        in ``__pts``, with their counts and ranks, are the same for any bucketing (the contract
+        of ``order_statistics``), so the statistics equal DuckDB's. A WITH of another shape is
+        left as it is.
+        """
+        ctes = {c.alias: c for c in with_.expressions}
+        heads = [a[:-len("_pts")] for a in ctes if a.startswith("__") and a.endswith("_pts")]
+        for head in heads:
+            parts = {p: ctes.get(f"{head}_{p}") for p in ("h", "hist", "need", "multi", "vals0", "vals", "pts")}
+            if any(c is None for c in parts.values()):
+                continue
+            h, pts = parts["h"].this, parts["pts"].this
+            low = next((e for e in h.expressions if e.alias == "__lo"), None)
+            bucket = next((e for e in h.expressions if e.alias == "__b"), None)
+            source = pts.args.get("from_", pts.args.get("from")) if isinstance(pts, exp.Select) else None
+            inner = source.this.this if source is not None else None
+            if not (isinstance(h, exp.Select) and isinstance(low, exp.Alias) and isinstance(low.this, exp.Min)
+                    and isinstance(bucket, exp.Alias) and isinstance(inner, exp.Union)
+                    and isinstance(inner.this, exp.Select)):
+                continue
+            value = low.this.this
+            bucket.set("this", value.copy())
+            for name in ("__lo", "__hi"):
+                e = next(e for e in h.expressions if e.alias == name)
+                e.set("this", value.copy())
+            single = inner.this.copy()
+            single.set("where", None)  # __lo = __hi in every bucket now
+            source.this.set("this", single)
+            for name in ("multi", "vals0", "vals"):
+                parts[name].pop()
 
     def total(self, node: exp.Expression) -> exp.Expression:
         """``TRY(x)``: the arithmetic in ``x`` as ``try_*`` functions, casts as ``TRY_CAST``."""

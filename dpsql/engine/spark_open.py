@@ -1,0 +1,125 @@
+"""Opening Spark for dpsql: the session the command line owns, and the policy's data files.
+
+* :func:`open_session` starts (or reaches) the session ``dpsql --engine spark`` runs on: a
+  master URL (``local[2]``, ``spark://host:7077``, ``yarn``, ...) or a Spark Connect URL
+  (``sc://host:15002``). Without pyspark it is one line naming the extra to install.
+* :func:`open_spark_sources` makes each policy table with ``source = ...`` (Parquet, CSV/TSV or
+  JSON lines; a glob is expanded now) a temporary view of the session, read with
+  ``spark.read``, as :mod:`dpsql.engine.sources` makes it a view of a DuckDB connection. A
+  table of that name already in the session's catalog is refused, so a source never shadows a
+  table. Errors are one-line :class:`~dpsql.errors.PolicyError` naming the table and the files,
+  raised while connecting (nothing is charged); a reader's own message could quote a value of
+  the files and is withheld.
+
+On a cluster the paths are read by the executors: they must name the same files there (a
+shared file system); ``local[...]`` reads them where dpsql runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import typing as t
+import warnings
+
+from dpsql.engine.sources import READERS, expand, reader_of
+from dpsql.errors import Error, PolicyError
+
+if t.TYPE_CHECKING:
+    from dpsql.privacy.policy import Policy, TablePolicy
+
+#: The extra that brings pyspark (named in the error when it is missing).
+EXTRA = 'pip install "dpsql[spark]"'
+DEFAULT_MASTER = "local[2]"
+
+
+def open_session(master: str = DEFAULT_MASTER, quiet: bool = True) -> t.Any:
+    """A Spark session on ``master``; an ``sc://`` URL connects to a Spark Connect server.
+
+    ``quiet``: the JVM that a classic session starts writes its log (start-up warnings,
+    progress bars) to a null device instead of the command's standard error; its errors still
+    reach dpsql as exceptions.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyspark's import-time notes (pandas versions, ...)
+            from pyspark.sql import SparkSession
+    except ImportError:
+        raise Error(f"--engine spark needs pyspark, which is not installed: {EXTRA} "
+                    "(and Java 17 or later)") from None
+    builder = SparkSession.builder.appName("dpsql")
+    try:
+        if master.startswith("sc://"):
+            return builder.remote(master).getOrCreate()
+        builder = builder.master(master).config("spark.ui.enabled", "false") \
+            .config("spark.ui.showConsoleProgress", "false")
+        with _jvm_stderr_silenced(quiet):
+            session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+        return session
+    except Exception as err:  # no Java, a bad URL, an unreachable server: not about any data
+        text = str(err).strip().splitlines()
+        raise Error(f"cannot start Spark on {master}: {text[0] if text else type(err).__name__}") from None
+
+
+@contextlib.contextmanager
+def _jvm_stderr_silenced(quiet: bool) -> t.Iterator[None]:
+    """While the JVM is launched, file descriptor 2 is the null device: the JVM keeps it."""
+    if not quiet:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def open_spark_sources(session: t.Any, policy: Policy) -> None:
+    """Create a temporary view of ``session`` for each table of ``policy`` with a ``source``."""
+    for tp in policy.sources:
+        _view(session, tp)
+
+
+def _view(session: t.Any, tp: TablePolicy) -> None:
+    where = f"tables.{tp.name}.source"
+    shown = " ".join(tp.source)
+    if tp.schema != "main":
+        raise PolicyError(f"{where}: on Spark a table with a source is a temporary view, which has no "
+                          f"schema; name it {tp.table_name}, not {tp.name}")
+    readers = {reader_of(p) for p in tp.source}
+    if None in readers:
+        bad = next(p for p in tp.source if reader_of(p) is None)
+        raise PolicyError(f"{where}: {bad} is not a data file (its name must end in one of "
+                          f"{', '.join(READERS)})")
+    if len(readers) != 1:
+        raise PolicyError(f"{where}: the files of table {tp.name} must be of one kind (Parquet, CSV or JSON)")
+    try:
+        files = expand(tp.source)
+    except FileNotFoundError as err:
+        raise PolicyError(f"{where}: {err}") from None
+    if session.catalog.tableExists(tp.table_name):
+        raise PolicyError(f"{where}: the Spark session already has a table or view {tp.table_name}; a "
+                          "table with a source must be a name the session does not use")
+    try:
+        frame = _read(session, readers.pop(), files)
+        frame.createOrReplaceTempView(tp.table_name)
+    except Exception as err:
+        raise PolicyError(f"{where}: Spark cannot read {shown} as table {tp.name} ({type(err).__name__}; "
+                          "the details are withheld as they could quote the data)") from None
+
+
+def _read(session: t.Any, reader: str | None, files: list[str]) -> t.Any:
+    """The files as a DataFrame: Parquet; CSV/TSV with a header row, types inferred; JSON lines."""
+    if reader == "read_parquet":
+        return session.read.parquet(*files)
+    if reader == "read_csv":
+        tabs = all(f.lower().endswith((".tsv", ".tsv.gz")) for f in files)
+        return session.read.csv(files, header=True, inferSchema=True, sep="\t" if tabs else ",")
+    return session.read.json(files)
