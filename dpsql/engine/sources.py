@@ -116,12 +116,10 @@ def _attach(con: duckdb.DuckDBPyConnection, name: str, path: str) -> None:
         raise PolicyError(f"attach.{name}: cannot attach {path}: {str(err).splitlines()[0]}") from None
 
 
-def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list[str]:
-    """Create the view of ``tp`` over its files in ``catalog``; the files it reads."""
-    import duckdb
-
+def source_files(tp: TablePolicy) -> tuple[str, list[str]]:
+    """The reader (one kind of file) and the expanded files of ``tp``'s ``source``, or a
+    one-line PolicyError naming the table and the path (for every engine)."""
     where = f"tables.{tp.name}.source"
-    shown = " ".join(tp.source)
     readers = {reader_of(p) for p in tp.source}
     if None in readers:
         bad = next(p for p in tp.source if reader_of(p) is None)
@@ -133,6 +131,18 @@ def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list
         files = expand(tp.source)
     except FileNotFoundError as err:
         raise PolicyError(f"{where}: {err}") from None
+    reader = readers.pop()
+    assert reader is not None
+    return reader, files
+
+
+def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list[str]:
+    """Create the view of ``tp`` over its files in ``catalog``; the files it reads."""
+    import duckdb
+
+    where = f"tables.{tp.name}.source"
+    shown = " ".join(tp.source)
+    reader, files = source_files(tp)
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE lower(table_catalog) = ? "
         "AND lower(table_schema) = ? AND lower(table_name) = ?", [catalog.lower(), tp.schema, tp.table_name]
@@ -145,7 +155,7 @@ def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list
     temporary = "TEMPORARY " if catalog == "temp" else ""  # DuckDB's rule for the temp catalog
     try:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(tp.schema)}")
-        con.execute(f"CREATE {temporary}VIEW {name} AS SELECT * FROM {readers.pop()}({paths})")
+        con.execute(f"CREATE {temporary}VIEW {name} AS SELECT * FROM {reader}({paths})")
     except duckdb.Error as err:
         # The reader sniffs the files: its message could quote a value, so it is not shown.
         raise PolicyError(f"{where}: DuckDB cannot read {shown} as table {tp.name} "

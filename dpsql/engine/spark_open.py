@@ -23,7 +23,7 @@ import sys
 import typing as t
 import warnings
 
-from dpsql.engine.sources import READERS, expand, reader_of
+from dpsql.engine.sources import source_files
 from dpsql.errors import Error, PolicyError
 
 if t.TYPE_CHECKING:
@@ -93,22 +93,12 @@ def _view(session: t.Any, tp: TablePolicy) -> None:
     if tp.schema != "main":
         raise PolicyError(f"{where}: on Spark a table with a source is a temporary view, which has no "
                           f"schema; name it {tp.table_name}, not {tp.name}")
-    readers = {reader_of(p) for p in tp.source}
-    if None in readers:
-        bad = next(p for p in tp.source if reader_of(p) is None)
-        raise PolicyError(f"{where}: {bad} is not a data file (its name must end in one of "
-                          f"{', '.join(READERS)})")
-    if len(readers) != 1:
-        raise PolicyError(f"{where}: the files of table {tp.name} must be of one kind (Parquet, CSV or JSON)")
-    try:
-        files = expand(tp.source)
-    except FileNotFoundError as err:
-        raise PolicyError(f"{where}: {err}") from None
+    reader, files = source_files(tp)
     if session.catalog.tableExists(tp.table_name):
         raise PolicyError(f"{where}: the Spark session already has a table or view {tp.table_name}; a "
                           "table with a source must be a name the session does not use")
     try:
-        frame = _read(session, readers.pop(), files)
+        frame = _read(session, reader, files)
         frame.createOrReplaceTempView(tp.table_name)
     except Exception as err:
         raise PolicyError(f"{where}: Spark cannot read {shown} as table {tp.name} ({type(err).__name__}; "
