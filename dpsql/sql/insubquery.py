@@ -46,6 +46,8 @@ def public_in(declared: Declared, catalog: Catalog, database: str | None) -> t.C
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier) or \
                 len(query.expressions) != 1 or not isinstance(query.expressions[0], exp.Column):
             _refuse(f"{what} in a DP query may only be SELECT column FROM public_table [WHERE ...]")
+        if any(v for k, v in table.args.items() if k not in ("this", "db", "catalog", "alias")):
+            _refuse(f"{what}: table-level operators (TABLESAMPLE, PIVOT, ...) are not allowed in a DP query")
         tp = declared(table)
         if not tp.public:
             _refuse(f"{what} over private table {tp.name} is not allowed: its rows would decide which "

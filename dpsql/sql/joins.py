@@ -118,6 +118,8 @@ def _join(rel: Relation, join: exp.Join, resolve: Resolve, declared: Declared, c
     if isinstance(item, exp.Unnest):
         if side or kind not in ("", "CROSS") or join.args.get("on") or join.args.get("using"):
             _refuse("a flat map is written CROSS JOIN UNNEST(list) AS name(column)")
+        if any(v for k, v in item.args.items() if k not in ("expressions", "alias")):
+            _refuse(f"unnest() with options (WITH ORDINALITY, ...) is not supported in a DP query: {_sql(item)[:60]}")
         return flat_map(rel, item.expressions, item.args.get("alias"), jc, "unnest()")
     if isinstance(item, exp.Lateral) or kind == "LATERAL":
         _refuse("LATERAL JOIN is not supported in a DP query: a subquery per private row could multiply it")
@@ -137,7 +139,14 @@ def _join(rel: Relation, join: exp.Join, resolve: Resolve, declared: Declared, c
                 "multiplies every private row; join on keys with ON a = b")
     if kind not in ("", "INNER", "OUTER", "SEMI", "ANTI"):
         _refuse(f"{kind} JOIN is not supported in a DP query")
-    tp = declared(item)
+    extra = [k for k, v in item.args.items() if v and k not in ("this", "db", "catalog", "alias")]
+    if extra:
+        what = {"sample": "TABLESAMPLE", "pivots": "PIVOT/UNPIVOT"}.get(extra[0], extra[0].upper())
+        _refuse(f"{what} on joined table {item.name} is not allowed in a DP query")
+    try:
+        tp = declared(item)
+    except BindError as err:
+        raise BindError(f"{err} (a DP query joins declared tables by name, not CTEs)") from None
     alias = (item.alias_or_name or item.name).lower()
     if item.args.get("alias") is not None and item.args["alias"].args.get("columns"):
         _refuse(f"column aliases on {item.name} are not supported in a DP query")

@@ -258,6 +258,9 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
     if unnests:  # a flat map: the level's rows are (row, element) pairs
         proj = unnests[0]
         call = proj.this if isinstance(proj, exp.Alias) else proj
+        if isinstance(call, exp.Explode) and call.expressions:
+            _refuse(f"unnest() with options (recursive := ..., ...) is not supported in a DP query: "
+                    f"{call.sql(dialect='duckdb')[:60]}")
         args = list(call.expressions) if isinstance(call, exp.Unnest) else [call.this]
         name = proj.alias_or_name.lower() if isinstance(proj, exp.Alias) else "unnest"
         inner = flat_map(inner, args, None, jc, "unnest()", column=f"__unnest_{id(proj)}")
