@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 import typing as t
-from fractions import Fraction
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -37,8 +37,8 @@ from scipy.stats import beta as _beta
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import prepare
 from dpsql.engine.release import Released, release
-from dpsql.privacy.budget import to_kind
 from dpsql.privacy import dlaplace
+from dpsql.privacy.budget import to_kind
 from dpsql.privacy.noise import NoiseSource, SeededNoise, grid_exponent
 from dpsql.privacy.policy import load_policy
 
