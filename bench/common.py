@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
 POLICY: dict[str, t.Any] = {
     "neighbouring": "add_remove",
     "budget": {"epsilon": 1e12, "delta": 0.5},
+    "defaults": {"reuse_releases": "off"},  # every timed run computes: no reuse of an earlier release
     "tables": {
         "people": {
             "privacy_unit": "row",

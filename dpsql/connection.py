@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import typing as t
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import duckdb
@@ -27,6 +28,9 @@ from dpsql.privacy.ledger import Entry, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
 from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
+
+#: Plans a connection keeps, most recently used first (:meth:`Connection.prepare`).
+PLANS_KEPT = 256
 
 RELEASE_FAILED = (
     "releasing the result failed; the details are withheld because they could depend on private "
@@ -109,6 +113,8 @@ class Connection:
         self.user = user
         if ledger.path is not None:
             _refuse_test_noise(self.noise, ledger.path)
+        #: recent plans by statement text (:meth:`prepare`)
+        self._plans: OrderedDict[str, PreparedQuery] = OrderedDict()
         #: whether the DuckDB connection was the caller's (``connect(duckdb_connection, ...)``):
         #: locking it down locked the caller's whole DuckDB instance; the repr says so
         self.locked_caller_connection = False
@@ -158,8 +164,24 @@ class Connection:
     # -- pipeline -----------------------------------------------------------------------------
 
     def prepare(self, query: str) -> PreparedQuery:
-        """Parse, bind, plan and rewrite ``query``: refusals happen here. Reads no data, spends nothing."""
-        return prepare(query, self.policy, self.engine)
+        """Parse, bind, plan and rewrite ``query``: refusals happen here. Reads no data, spends nothing.
+
+        A statement this connection has planned before (the same text) reuses its plan, as a
+        prepared statement would: a plan depends on the text, the policy and the tables'
+        columns, which a connection reads once. Plans that read public rows while planning (a
+        join's key multiplicity) are made again every time. Nothing in a plan depends on private data,
+        and a plan is never changed once made.
+        """
+        hit = self._plans.get(query)
+        if hit is not None:
+            self._plans.move_to_end(query)
+            return hit
+        prepared = prepare(query, self.policy, self.engine)
+        if not prepared.bound.joined:
+            self._plans[query] = prepared
+            if len(self._plans) > PLANS_KEPT:
+                self._plans.popitem(last=False)
+        return prepared
 
     def explain(self, query: str) -> str:
         """The rewritten SQL, mechanisms, splits and noise scales. Reads no data, spends nothing."""

@@ -42,6 +42,47 @@ def test_explain_prepares_once(con, monkeypatch) -> None:
     assert con.budget.spent.epsilon == 0
 
 
+def test_a_connection_keeps_the_plans_of_statements_it_has_seen(con, monkeypatch) -> None:
+    """The same text is planned once; every run still reads the data and charges its budget."""
+    calls = []
+    real = pipeline.prepare
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("dpsql.connection.prepare", counting)
+    sql = "SELECT sex, DP_COUNT(*) FROM adult GROUP BY sex WITH (epsilon = 0.25)"
+    first, second = con.sql(sql).fetchall(), con.sql(sql).fetchall()
+    assert len(calls) == 1 and con.prepare(sql) is con.prepare(sql)
+    assert con.budget.spent.epsilon == pytest.approx(0.5)  # charged twice
+    assert [k for k, _ in first] == [k for k, _ in second] and first != second  # fresh noise
+    con.prepare(sql.replace("0.25", "0.5"))  # another text: planned
+    assert len(calls) == 2
+
+
+def test_plans_that_read_public_rows_are_made_each_time(monkeypatch) -> None:
+    """A join's key multiplicity is read from the public table while planning: such plans are
+    not kept, so a public table that changes is read again."""
+    from dpsql import connection
+
+    pol = {"budget": {"epsilon": 10},
+           "tables": {"t": {"privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 10}}},
+                      "d": {"public": True}}}
+    raw = duckdb.connect()
+    raw.execute("CREATE TABLE t AS SELECT 1 AS k, 5 AS x")
+    raw.execute("CREATE TABLE d AS SELECT 1 AS k")
+    c = dpsql.connect(raw, pol, noise=SeededNoise(1))
+    sql = "SELECT DP_SUM(x) FROM t JOIN d ON t.k = d.k WITH (epsilon = 1)"
+    assert c.prepare(sql) is not c.prepare(sql)
+    assert c.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)") is c.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)")
+    monkeypatch.setattr(connection, "PLANS_KEPT", 2)
+    for eps in (1, 2, 3):
+        c.prepare(f"SELECT DP_COUNT(*) FROM t WITH (epsilon = {eps})")
+    assert len(c._plans) == 2
+    c.close()
+
+
 def test_statistics_from_another_engine_are_released_through_the_same_charge(con) -> None:
     """The hook for other engines: rows computed elsewhere get the same checks, charge and noise."""
     query = "SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex WITH (epsilon = 2)"

@@ -199,27 +199,33 @@ def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "p
 
     bound = prepared.bound
     assert bound.outer is not None
-    columns, rows = released.columns, released.rows
+    columns = released.columns
     if bound.outer_columns is None:
-        return engine.post_process(bound.outer, columns, rows)
+        return engine.post_process(bound.outer, columns, released.rows)
     # Only renaming (and key order): no need for a round trip through the engine.
     nkeys = len(bound.group_by)
     index = {name: i for i, name in enumerate(columns)}
-    if nkeys and len(rows) > 1:
-        rows = [rows[i] for i in key_order(rows, nkeys)]
-    by_column = list(zip(*rows)) if rows else [() for _ in columns]
-    arrays = [pa.array(by_column[index[c]]) for c in bound.outer_columns]
-    return pa.Table.from_arrays(arrays, names=bound.output_names)
+    data = released.data
+    table = pa.Table.from_arrays([pa.array(data[index[c]]) for c in bound.outer_columns], names=bound.output_names)
+    if nkeys and table.num_rows > 1:
+        table = table.take(pa.array(key_order_columns(data[:nkeys]), type=pa.int64()))
+    return table
 
 
 def key_order(rows: list[tuple[t.Any, ...]], nkeys: int) -> list[int]:
-    """Row indices in the order of the first ``nkeys`` columns, NULLs last: by Arrow, or for a
-    key type Arrow cannot hold or sort, by Python's comparison (nothing here may fail)."""
+    """Row indices in the order of the first ``nkeys`` columns, NULLs last."""
+    return key_order_columns([[r[j] for r in rows] for j in range(nkeys)])
+
+
+def key_order_columns(keys: list[list[t.Any]]) -> list[int]:
+    """Indices in the order of the key columns ``keys``, NULLs last: by Arrow, or for a key type
+    Arrow cannot hold or sort, by Python's comparison (nothing here may fail)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     try:
-        keys = pa.table({f"k{j}": pa.array([r[j] for r in rows]) for j in range(nkeys)})
-        return pc.sort_indices(keys, sort_keys=[(f"k{j}", "ascending") for j in range(nkeys)]).to_pylist()
+        table = pa.table({f"k{j}": pa.array(col) for j, col in enumerate(keys)})
+        return pc.sort_indices(table, sort_keys=[(f"k{j}", "ascending") for j in range(len(keys))]).to_pylist()
     except (pa.ArrowException, TypeError, ValueError):
-        return sorted(range(len(rows)), key=lambda i: tuple((v is None, v) for v in rows[i][:nkeys]))
+        rows = list(zip(*keys))
+        return sorted(range(len(rows)), key=lambda i: tuple((v is None, v) for v in rows[i]))

@@ -15,7 +15,7 @@ import numpy as np
 
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
-from dpsql.mechanisms.base import Prepared, ReportEntry, num
+from dpsql.mechanisms.base import Prepared, ReportEntry
 from dpsql.mechanisms.batch import Groups, ReleasedColumn, object_column
 from dpsql.sql import build
 
@@ -26,9 +26,15 @@ if t.TYPE_CHECKING:
 @dataclass
 class Released:
     columns: list[str]
-    rows: list[tuple[t.Any, ...]]
+    #: one list of values per column (keys, then one per DP aggregate)
+    data: list[list[t.Any]]
     report: list[ReportEntry] = field(default_factory=list)
     groups_suppressed: int | None = None
+
+    @property
+    def rows(self) -> list[tuple[t.Any, ...]]:
+        """The released rows as tuples."""
+        return list(zip(*self.data)) if self.data else []
 
 
 def release(
@@ -43,11 +49,12 @@ def release(
     index = {name: i for i, name in enumerate(names)}
     nkeys = len(rewritten.keys)
     size = len(rows)
-    columns = [object_column((row[j] for row in rows), size) for j in range(len(names))]
+    transposed = list(zip(*rows)) if rows else [() for _ in names]
+    columns = [object_column(col, size) for col in transposed]
     if plan.selection is not None:
-        counts = [int(num(c)) for c in columns[index[rewritten.key_selection_column]]]
+        counts = [0 if c is None else int(c) for c in columns[index[rewritten.key_selection_column]].tolist()]
         noisy_counts = plan.selection.part.add_many(counts, noise)
-        mask = np.fromiter((c >= plan.selection.threshold for c in noisy_counts), dtype=bool, count=size)
+        mask = np.asarray(noisy_counts) >= plan.selection.threshold if size else np.zeros(0, dtype=bool)
         columns = [col[mask] for col in columns]
         kept = int(mask.sum())
     else:
@@ -64,12 +71,11 @@ def release(
         else:
             columns_out.append([value for value, _ in released])
             report.append(_summarise([entry for _, entry in released], prep))
-    out_rows = list(zip(*columns_out)) if columns_out else []
     columns_names = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
     for entry in report:  # every line names the unit and the bounds it was released under
         entry.unit = plan.ctx.unit_note
     suppressed = size - kept if plan.selection is not None else None
-    return Released(columns=columns_names, rows=out_rows, report=report, groups_suppressed=suppressed)
+    return Released(columns=columns_names, data=columns_out, report=report, groups_suppressed=suppressed)
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:

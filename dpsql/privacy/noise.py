@@ -1,7 +1,8 @@
 """Noise for dpsql releases: calibration formulas and samplers (see docs/noise.md).
 
 Releases use OpenDP's exact discrete Laplace and Gaussian samplers (Canonne, Kamath,
-Steinke 2020, "CKS20") on a grid 2^k fixed by the noise scale alone (Mironov 2012);
+Steinke 2020, "CKS20"), or the same discrete Laplace algorithm on whole arrays for columns of
+noise (``dpsql.privacy.dlaplace``), on a grid 2^k fixed by the noise scale alone (Mironov 2012);
 the calibrations include the grid's slack. ``SeededNoise`` is insecure, for tests only.
 """
 
@@ -400,7 +401,9 @@ def _finite_scores(log_weights: Sequence[float]) -> list[tuple[int, float]]:
 class SecureNoise(NoiseSource):
     """The release source: OpenDP's exact samplers and the operating system's CSPRNG.
 
-    Laplace and Gaussian (float and integer) come from OpenDP, ``choice_weighted`` is
+    Laplace and Gaussian (float and integer) come from OpenDP, except columns of Laplace
+    noise (``add_many``), drawn by the same exact algorithm on whole arrays
+    (:mod:`dpsql.privacy.dlaplace`, about 15 times faster per draw); ``choice_weighted`` is
     OpenDP's report-noisy-max with Gumbel noise (noisy scores compared in arbitrary
     precision), and every other draw runs the exact algorithms on ``secrets`` bits.
     """
@@ -433,6 +436,13 @@ class SecureNoise(NoiseSource):
         scale = _num("scale", scale)
         k, cast = (0, int) if kind.endswith("_int") else (grid_exponent(scale), float)
         data = [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
+        if kind.startswith("laplace"):  # CKS20 on whole arrays, numpy imported on first use
+            from dpsql.privacy import dlaplace
+
+            unit = Fraction(scale) / Fraction(2) ** k  # k = 0 for integers
+            if dlaplace.fits(unit):
+                add = dlaplace.add_int if cast is int else functools.partial(dlaplace.add_on_grid, k=k)
+                return map_chunks(lambda chunk: add(chunk, unit), data, dlaplace.MIN_CHUNK)
 
         def draw(chunk: list[float]) -> list[float]:
             return [cast(x) for x in _measurement(kind + "_vec", scale, k, len(chunk))(chunk)]

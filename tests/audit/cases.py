@@ -26,7 +26,7 @@ import typing as t
 
 from dpsql.admin import bruteforce
 
-from .harness import AuditCase, Pair, ScaledNoise, query_pair, value_of_key, values_of_keys
+from .harness import ArrayNoise, AuditCase, Pair, ScaledNoise, query_pair, value_of_key, values_of_keys
 
 XG = "x DOUBLE, g VARCHAR"
 
@@ -505,4 +505,24 @@ CONTROLS += [
               _q(FLAT_MAP.format(2), [], [(100.0, "a,b,c,d,e,f")], join_policy(), schema=LISTS,
                  statistics_query=FLAT_MAP.format(6)),
               mechanism="laplace", expect="violation"),
+]
+
+# --- the release's array sampler of Laplace noise (dpsql.privacy.dlaplace) ---------------------
+# Columns of Laplace noise (grouped releases, key selection) come from CKS20 run on whole arrays;
+# these cases release through it, float (on the grid) and integer, and with the scale cut by 3.
+CASES += [
+    AuditCase("laplace sum, noise from the array sampler",
+              _q("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", rows(50, 50), rows(50, 50, 100), policy()),
+              mechanism="laplace", noise=ArrayNoise),
+    AuditCase("laplace count, integer noise from the array sampler",
+              _q("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)", rows(1, 2), rows(1, 2, 3), policy()),
+              mechanism="laplace", noise=ArrayNoise),
+    AuditCase("τ-thresholded key, noisy counts from the array sampler: count 1 in x, absent in x'",
+              _q(_KEYS, [(0, "k"), (0, "o")], [(0, "o")], policy(), schema=XG, pick=value_of_key("k")),
+              mechanism="laplace", noise=ArrayNoise),
+]
+CONTROLS += [
+    AuditCase("laplace count, array sampler with noise scaled down by 3",
+              _q("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)", rows(1, 2), rows(1, 2, 3), policy()),
+              mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(ArrayNoise(n), 3)),
 ]

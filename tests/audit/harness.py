@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import typing as t
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -36,8 +37,9 @@ from scipy.stats import beta as _beta
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import prepare
 from dpsql.engine.release import Released, release
+from dpsql.privacy import dlaplace
 from dpsql.privacy.budget import to_kind
-from dpsql.privacy.noise import NoiseSource, SeededNoise
+from dpsql.privacy.noise import NoiseSource, SeededNoise, grid_exponent
 from dpsql.privacy.policy import load_policy
 
 #: Quick mode (the default test run) and thorough mode (``pytest -m thorough``).
@@ -109,6 +111,28 @@ class FastNoise(SeededNoise):
     def _unit(self) -> float:
         # (randbits(53) + ½)·2⁻⁵³, as NoiseSource._unit, in blocks
         return self._draw("unit", lambda n: (self._gen.integers(0, 1 << 53, n) + 0.5) * 2.0**-53)
+
+
+class ArrayNoise(FastNoise):
+    """Laplace noise from the release's array sampler (:mod:`dpsql.privacy.dlaplace`, CKS20 on
+    whole arrays) on the inner source's generator; every other draw as :class:`FastNoise`.
+    Draws come from blocks of the array sampler: its draws are independent, so handing them out
+    one at a time has the law of one call per release."""
+
+    def __init__(self, inner: NoiseSource) -> None:
+        assert isinstance(inner, SeededNoise)
+        self.seed, self._gen, self._buffers = inner.seed, inner._gen, {}
+
+    def _z(self, unit: Fraction) -> int:
+        return self._draw(("cks", unit), lambda n: dlaplace.discrete_laplace(unit, n, self._gen.bytes))
+
+    def laplace(self, value: float, scale: float, *, k: int | None = None) -> float:
+        k = grid_exponent(scale) if k is None else k
+        unit = Fraction(scale) / Fraction(2) ** k
+        return dlaplace.place([value], np.asarray([self._z(unit)], dtype=np.int64), k)[0]
+
+    def laplace_int(self, value: int, scale: float) -> int:
+        return int(value) + self._z(Fraction(scale))
 
 
 class ScaledNoise(NoiseSource):

@@ -1,0 +1,244 @@
+"""Exact discrete Laplace noise for whole arrays: CKS20's Algorithm 2, run on every lane at once.
+
+Canonne, Kamath and Steinke 2020 ("The Discrete Gaussian for Differential Privacy", CKS20)
+give an exact sampler of the discrete Laplace law P[y] ∝ exp(−|y|·s/t) on the integers for a
+rational scale t/s, built from uniform integers only (no floating point, so no Mironov 2012
+attack). This module runs that algorithm on n independent lanes with numpy: each lane is one run
+of the algorithm, every loop is a loop over the lanes still running, and each lane reads its
+own fresh random words. A lane's result is therefore exactly distributed as one run of the scalar
+algorithm, independently of the other lanes (which lane finishes in which round does not
+depend on anything but that lane's own draws).
+
+Randomness: bytes from the operating system's CSPRNG (``os.urandom``) for releases, read as
+little-endian 8-, 32- or 64-bit words; tests pass a seeded source of bytes. Integers stay in int64 while they provably fit; a lane whose
+intermediate would not (a geometric count past 2^63/t, probability about e^(−2^63/t)) finishes
+in Python integers, so the law is exact for every lane.
+
+The building blocks, as in CKS20:
+
+* Bernoulli(1/k) for a whole number 1 ≤ k < 2^32: a uniform 32-bit word below the largest
+  multiple of k under 2^32 (rejection), true when the word is divisible by k;
+* a uniform integer in [0, t): the low ⌈log₂ t⌉ bits of a 32- or 64-bit word, rejected when ≥ t;
+* Bernoulli(exp(−γ)) for rational γ = u/t ∈ [0, 1] (CKS20 Algorithm 1): K = 1; while
+  Bernoulli(γ/K): K += 1; true iff K is odd. Bernoulli(γ/K) is the product of the independent
+  events {uniform in [0, t) < u} and Bernoulli(1/K), whose probabilities multiply to u/(tK);
+* discrete Laplace (CKS20 Algorithm 2): draw U uniform in [0, t) and keep it with probability
+  exp(−U/t); draw V, the number of successes of Bernoulli(exp(−1)) before the first failure;
+  X = U + t·V; Y = ⌊X/s⌋; a sign bit B; reject (B = 1, Y = 0); return (1 − 2B)·Y.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import typing as t
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = ["RandomBytes", "secure_bytes", "discrete_laplace", "fits", "add_on_grid", "add_int", "place", "MIN_CHUNK"]
+
+#: A source of ``n`` independent uniform random bytes.
+RandomBytes = t.Callable[[int], bytes]
+
+#: Fewest values per thread when a column is drawn on several threads (numpy and the CSPRNG
+#: run without the interpreter lock for most of a draw).
+MIN_CHUNK = 16384
+#: Largest int64: lanes whose X = U + t·V would pass it finish in Python integers.
+INT64_MAX = 2**63 - 1
+#: Largest numerator t handled on arrays (U and the uniform draw below t are int64).
+T_MAX = 2**62
+#: Largest k of Bernoulli(1/k) drawn from 32-bit words (k counts rounds of a loop that ends
+#: with probability at least 1 − 1/k at each: it never comes near).
+K_MAX = 2**32 - 1
+
+
+def secure_bytes(n: int) -> bytes:
+    """``n`` uniform bytes from the operating system's CSPRNG."""
+    return os.urandom(n)
+
+
+def fits(scale: Fraction) -> bool:
+    """Whether :func:`discrete_laplace` takes this scale on arrays (numerator below 2^62)."""
+    return 0 < scale.numerator < T_MAX
+
+
+class _Bits:
+    """Uniform words of 8, 32 or 64 bits read from a byte source."""
+
+    def __init__(self, source: RandomBytes) -> None:
+        self.source = source
+
+    def u8(self, n: int) -> np.ndarray:
+        return np.frombuffer(self.source(n), dtype=np.uint8)
+
+    def u32(self, n: int) -> np.ndarray:
+        return np.frombuffer(self.source(4 * n), dtype="<u4")
+
+    def u64(self, n: int) -> np.ndarray:
+        return np.frombuffer(self.source(8 * n), dtype="<u8")
+
+
+def _one_in(k: np.ndarray, bits: _Bits) -> np.ndarray:
+    """Bernoulli(1/k) for each 1 ≤ k ≤ K_MAX (uint32 array): a 32-bit word uniform below the
+    largest multiple of k under 2^32 is divisible by k with probability exactly 1/k."""
+    if k.size and int(k.max()) > K_MAX:
+        raise OverflowError("Bernoulli(1/k) with k past 2^32")  # unreachable in practice
+    k = k.astype(np.uint32, copy=False)
+    limit = np.uint32(K_MAX) - (np.uint32(0) - k) % k  # accept w <= limit: 2^32 − (2^32 mod k) words
+    w = bits.u32(k.size)
+    ok = w <= limit
+    out = w % k == 0
+    if not ok.all():
+        redo = np.flatnonzero(~ok)
+        out[redo] = _one_in(k[redo], bits)
+    return out
+
+
+def _below(bound: int, n: int, bits: _Bits) -> np.ndarray:
+    """``n`` uniform integers in [0, bound), 1 ≤ bound ≤ 2^62, as int64 (rejection on low bits)."""
+    if bound == 1:
+        return np.zeros(n, dtype=np.int64)
+    width = (bound - 1).bit_length()
+    if width <= 32:
+        w = (bits.u32(n) & np.uint32((1 << width) - 1)).astype(np.int64)
+    else:
+        w = (bits.u64(n) & np.uint64((1 << width) - 1)).astype(np.int64)
+    ok = w < bound
+    if not ok.all():
+        redo = np.flatnonzero(~ok)
+        w[redo] = _below(bound, redo.size, bits)
+    return w
+
+
+def _bernoulli_exp_fraction(u: np.ndarray, denom: int, bits: _Bits) -> np.ndarray:
+    """Bernoulli(exp(−u/denom)) per lane, 0 ≤ u ≤ denom (CKS20 Algorithm 1). The first round
+    has K = 1, where Bernoulli(1/K) is certain."""
+    k = np.ones(u.size, dtype=np.uint32)
+    live = np.flatnonzero(_below(denom, u.size, bits) < u)
+    while live.size:
+        k[live] += np.uint32(1)
+        live = live[(_below(denom, live.size, bits) < u[live]) & _one_in(k[live], bits)]
+    return k % np.uint32(2) == 1
+
+
+def _bernoulli_exp_one(n: int, bits: _Bits) -> np.ndarray:
+    """Bernoulli(exp(−1)) per lane: Algorithm 1 with γ = 1 (its first step always succeeds)."""
+    k = np.full(n, 2, dtype=np.uint32)
+    live = np.flatnonzero(_one_in(k, bits))
+    while live.size:
+        k[live] += np.uint32(1)
+        live = live[_one_in(k[live], bits)]
+    return k % np.uint32(2) == 1
+
+
+def _geometric_exp_one(n: int, bits: _Bits) -> np.ndarray:
+    """Per lane, the number of successes of Bernoulli(exp(−1)) before the first failure."""
+    v = np.zeros(n, dtype=np.int64)
+    live = np.flatnonzero(_bernoulli_exp_one(n, bits))
+    while live.size:
+        v[live] += 1
+        live = live[_bernoulli_exp_one(live.size, bits)]
+    return v
+
+
+def _attempts(num: int, den: int, m: int, bits: _Bits) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
+    """``m`` independent runs of one round of CKS20 Algorithm 2: whether each run returns, its
+    value in int64, and the values of the runs whose X passed int64 (in Python integers)."""
+    u = _below(num, m, bits)
+    kept = np.flatnonzero(_bernoulli_exp_fraction(u, num, bits))
+    u = u[kept]
+    v = _geometric_exp_one(kept.size, bits)
+    negative = (bits.u8(kept.size) & np.uint8(1)).astype(bool)
+    small = v <= (INT64_MAX - num) // num  # X = U + t·V < 2^63
+    y = np.zeros(kept.size, dtype=np.int64)  # a denominator past int64 makes ⌊X/s⌋ = 0
+    if den <= INT64_MAX:
+        y[small] = (u[small] + num * v[small]) // den
+    returns = np.zeros(m, dtype=bool)
+    returns[kept] = ~(negative & (y == 0)) & small
+    values = np.zeros(m, dtype=np.int64)
+    values[kept] = np.where(negative, -y, y)
+    wide = {}
+    for i in np.flatnonzero(~small):  # X past int64: finish this run in Python integers
+        big = (int(u[i]) + num * int(v[i])) // den
+        if not (negative[i] and big == 0):
+            returns[kept[i]] = True
+            wide[int(kept[i])] = -big if negative[i] else big
+    return returns, values, wide
+
+
+def discrete_laplace(scale: Fraction, n: int, source: RandomBytes = secure_bytes) -> np.ndarray:
+    """``n`` independent draws of P[y] ∝ exp(−|y|/scale) on the integers, exactly.
+
+    Runs of the algorithm are independent and identically distributed, and whether a run
+    returns does not depend on the other runs, so the values of the first n runs that return
+    are n independent draws of the law: runs are made in batches a little larger than what is
+    still missing (a run returns with probability about 1 − 1/e).
+
+    ``scale`` = t/s must satisfy :func:`fits`. The result is int64, or an object array of Python
+    integers in the (astronomically rare) case that a draw does not fit in int64.
+    """
+    if not fits(scale):
+        raise ValueError(f"discrete_laplace needs a scale with a numerator in (0, 2^62), got {scale}")
+    bits = _Bits(source)
+    num, den = scale.numerator, scale.denominator
+    out = np.zeros(n, dtype=np.int64)
+    wide: dict[int, int] = {}
+    filled = 0
+    while filled < n:
+        missing = n - filled
+        returns, values, big = _attempts(num, den, missing + missing * 3 // 4 + 16, bits)
+        took = np.flatnonzero(returns)[:missing]
+        out[filled:filled + took.size] = values[took]
+        for j, i in enumerate(took.tolist()):
+            if i in big:
+                wide[filled + j] = big[i]
+        filled += took.size
+    if not wide:
+        return out
+    result = out.astype(object)
+    for i, value in wide.items():
+        result[i] = value
+    return result
+
+
+def _exact_on_grid(value: float, z: int, k: int) -> float:
+    """float((round(value/2^k) + z)·2^k) in rationals: for values whose grid index or noisy
+    point is past what the float arrays hold exactly (±inf past the float range)."""
+    point = (round(Fraction(value) / Fraction(2) ** k) + int(z)) * Fraction(2) ** k
+    try:
+        return float(point)
+    except OverflowError:
+        return math.inf if point > 0 else -math.inf
+
+
+def add_on_grid(values: t.Sequence[float], unit: Fraction, k: int,
+                source: RandomBytes = secure_bytes) -> list[float]:
+    """Each (finite) value rounded to the nearest multiple of 2^k (ties to even), plus 2^k·Z with
+    Z discrete Laplace of scale ``unit`` (the noise scale divided by 2^k; :func:`fits` must
+    hold): ``SecureNoise.laplace`` on the grid 2^k for a whole column."""
+    return place(values, discrete_laplace(unit, len(values), source), k)
+
+
+def place(values: t.Sequence[float], z: np.ndarray, k: int) -> list[float]:
+    """(round(value/2^k) + z)·2^k for each value and integer z, rounded once to a float: the
+    released float is a function of the integer round(value/2^k) + z alone."""
+    x = np.asarray(values, dtype=np.float64)
+    if z.dtype == object:
+        return [_exact_on_grid(v, d, k) for v, d in zip(x.tolist(), z.tolist())]
+    with np.errstate(over="ignore"):  # overflowing entries are redone exactly below
+        base = np.rint(np.ldexp(x, -k))  # the nearest integer, exact while finite
+        out = np.ldexp(base + z.astype(np.float64), k)  # both terms exact: one rounding
+    for i in np.flatnonzero(~np.isfinite(base) | (np.abs(z) >= 2**53)):  # not exact as floats
+        out[i] = _exact_on_grid(float(x[i]), int(z[i]), k)
+    return out.tolist()
+
+
+def add_int(values: t.Sequence[int], unit: Fraction, source: RandomBytes = secure_bytes) -> list[int]:
+    """Each integer plus discrete Laplace noise of scale ``unit`` (:func:`fits` must hold):
+    ``SecureNoise.laplace_int`` for a whole column."""
+    z = discrete_laplace(unit, len(values), source)
+    fit = z.dtype != object and (not z.size or int(np.abs(z).max()) < 2**62)
+    if fit and -2**62 < min(values, default=0) and max(values, default=0) < 2**62:
+        return (np.asarray(values, dtype=np.int64) + z).tolist()  # |sum| < 2^63
+    return [int(v) + int(d) for v, d in zip(values, z.tolist())]
