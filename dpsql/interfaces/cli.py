@@ -14,7 +14,9 @@ errors exit 2. Nothing prints a traceback.
 
 ``--engine spark`` (``--spark-master URL``, default ``local[2]``, or ``sc://host:port``) runs the
 statistics on Apache Spark (``docs/spark.md``): data files and policy tables with ``source``
-become temporary views of the session dpsql starts, other tables come from its catalog.
+become temporary views of the session dpsql starts, other tables come from its catalog. Without
+``--engine`` the policy's ``[engine]`` section decides (``name = "spark"``, ``master = URL``);
+the command line wins over it.
 
 DATABASE is a DuckDB file, which must exist unless ``--create`` is given. Data files (Parquet,
 CSV, JSON, or a glob of them) open as the policy's table of the same name (the file's stem, or a
@@ -58,12 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
     p.add_argument("--set-budget", action="store_true",
                    help="change the ledger's total to the policy's budget (recorded in the ledger), then exit")
-    p.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
-                   help="where the statistics run (default: duckdb); spark reads the policy's source files "
-                        "and the session's catalog (docs/spark.md)")
+    p.add_argument("--engine", choices=("duckdb", "spark"),
+                   help="where the statistics run (default: the policy's [engine] name, else duckdb); spark "
+                        "reads the policy's source files and the session's catalog (docs/spark.md)")
     p.add_argument("--spark-master", metavar="URL",
-                   help="with --engine spark: the Spark master (default: local[2]), or sc://host:port for "
-                        "Spark Connect")
+                   help="with --engine spark: the Spark master (default: the policy's [engine] master, else "
+                        "local[2]), or sc://host:port for Spark Connect")
     p.add_argument("--version", action="version", version="dpsql 0.1.0")
     return output_options(p)
 
@@ -71,19 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
 def open_connection(args: argparse.Namespace) -> t.Any:
     from dpsql.connection import connect
     from dpsql.interfaces.demo import connect_demo
+    from dpsql.interfaces.engines import choose
     from dpsql.privacy.policy import load_policy
 
-    if args.spark_master and args.engine != "spark":
-        raise Error("--spark-master is for --engine spark")
-    if args.engine == "spark":
-        return _open_spark(args)
+    policy = load_policy(args.policy) if args.policy and not args.demo else None
+    engine, master = choose(args.engine, args.spark_master, policy)  # --engine, else [engine] in the policy
+    if engine == "spark":
+        assert master is not None
+        return _open_spark(args, policy, master)
     if args.demo:
         if args.policy or args.database:
             raise Error("--demo uses its own in-memory database and policy; drop DATABASE and --policy")
         return connect_demo()
-    if not args.policy:
+    if policy is None:
         raise Error("a policy is required: dpsql DATABASE --policy FILE (or dpsql --demo)")
-    policy = load_policy(args.policy)
     database, policy = _source(args, policy)
     _check_ledger(args, policy)
     created = policy.ledger is not None and not os.path.lexists(policy.ledger)
@@ -93,36 +96,22 @@ def open_connection(args: argparse.Namespace) -> t.Any:
     return con
 
 
-def _open_spark(args: argparse.Namespace) -> t.Any:
-    """``--engine spark``: start the session (dpsql owns it), make the policy's source files
-    temporary views, and connect. Everything that depends on the arguments only is checked
-    before Spark starts."""
-    from dpsql.connection import connect
-    from dpsql.engine.spark_open import DEFAULT_MASTER, open_session
-    from dpsql.interfaces.files import policy_with_files
-    from dpsql.privacy.policy import load_policy
+def _open_spark(args: argparse.Namespace, policy: t.Any, master: str) -> t.Any:
+    """Spark (``--engine spark`` or the policy's ``[engine]``): start the session (dpsql owns it),
+    make the policy's source files temporary views, and connect. Everything that depends on the
+    arguments only is checked before Spark starts."""
+    from dpsql.interfaces.engines import open_spark, spark_policy
 
     if args.demo:
         raise Error("--demo runs on DuckDB; on Spark give --policy FILE and the data files")
-    if not args.policy:
+    if policy is None:
         raise Error("a policy is required: dpsql [DATA FILES] --engine spark --policy FILE")
     if args.create:
         raise Error("--create makes a DuckDB database; --engine spark reads data files where they are")
-    policy = load_policy(args.policy)
-    if args.database:
-        if not _all_data_files(args.database):
-            raise Error(f"--engine spark reads data files (.parquet, .csv, .json) and the Spark catalog, "
-                        f"not a DuckDB database: {args.database[0]}")
-        policy = policy_with_files(args.database, policy)
+    policy = spark_policy(policy, args.database)
     _check_ledger(args, policy)
     created = policy.ledger is not None and not os.path.lexists(policy.ledger)
-    session = open_session(args.spark_master or DEFAULT_MASTER)
-    try:
-        con = connect(session, policy, init_ledger=args.init_ledger)
-    except BaseException:
-        session.stop()
-        raise
-    con.engine.owns_session = True
+    con = open_spark(policy, master, init_ledger=args.init_ledger)
     if args.init_ledger:
         _say_what_init_ledger_did(args, policy, created)
     return con

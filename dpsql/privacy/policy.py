@@ -30,6 +30,8 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     [tables.wards]
     public = true
     source = "wards/*.parquet"           # files dpsql opens as this table; relative to the policy file
+    [engine]                             # optional: where dpsql / dpsql serve run (engine_setting)
+    name = "spark"
     [attach]
     hospital = "hospital.duckdb"         # attached read-only as catalog hospital
     [tables."hospital.main.admissions"]  # catalog.schema.table: a table of an attached database
@@ -69,6 +71,7 @@ from pathlib import Path
 from dpsql.errors import Error, PolicyError
 from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.defaults import Defaults, parse_defaults
+from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
 from dpsql.privacy.smartnoise import from_smartnoise, looks_like_smartnoise
 
@@ -157,6 +160,8 @@ class Policy:
     server: dict[str, t.Any] = field(default_factory=dict)
     #: the ``[defaults]`` section (default budget, plain aggregates, reuse of releases)
     defaults: Defaults = field(default_factory=Defaults)
+    #: the ``[engine]`` section, read by ``dpsql`` and ``dpsql serve`` (not by ``dpsql.connect``)
+    engine: EngineSetting = field(default_factory=EngineSetting)
 
     def table(self, name: str) -> TablePolicy | None:
         """The table declared under ``name`` (``table`` in schema main, ``schema.table``, or
@@ -395,7 +400,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     if looks_like_smartnoise(data):
         data = from_smartnoise(data)
     unknown = set(data) - {"neighbouring", "neighboring", "budget", "tables", "group_size", "attach", "server",
-                           "defaults"}
+                           "defaults", "engine"}
     if unknown:
         raise PolicyError(f"policy: unknown key '{sorted(unknown)[0]}'")
     neighbouring = data.get("neighbouring", data.get("neighboring", "add_remove"))
@@ -429,7 +434,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
     defaults = parse_defaults(data["defaults"]) if "defaults" in data else Defaults()
     return Policy(tables=tables, budget=budget, neighbouring=neighbouring, ledger=ledger,
                   group_size=group_size, source=source, attach=attach,
-                  server=server, defaults=defaults)
+                  server=server, defaults=defaults, engine=parse_engine(data.get("engine", {})))
 
 
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,7 +1,8 @@
 """The columns a statement returns (names and PostgreSQL types), known before any data is read.
 
 A client's Describe is answered here, from the plan: the group keys take the DuckDB type of
-their GROUP BY expression (DuckDB binds the statistics query without running it), a released
+their GROUP BY expression (the engine, DuckDB or Spark, binds the statistics query without
+running it), a released
 count is ``int8`` and every other released statistic ``float8``; the post-processing SELECT
 (HAVING, ORDER BY, expressions) is then bound over an empty table of those types in a DuckDB
 that holds nothing else. A public query is bound by DuckDB the same way. Nothing is read and
@@ -97,10 +98,10 @@ class Binder:
         if prepared.explain:
             return [Column("explain", TEXT)]
         if prepared.plan is None or prepared.rewritten is None:
-            return bind_columns(con.engine.connection, prepared.sql)
+            return bind_columns(con.engine, prepared.sql)
         plan, bound = prepared.plan, prepared.bound
         nkeys = len(prepared.rewritten.keys)
-        key_types = [oid for _, oid in _described(con.engine.connection, prepared.sql)[:nkeys]]
+        key_types = [oid for _, oid in _described(con.engine, prepared.sql)[:nkeys]]
         noisy = {name: _ARROW_TYPES.get(oid, pa.string()) if oid != NUMERIC else pa.float64()
                  for name, oid in zip(build.keys(nkeys), key_types)}
         for p in plan.prepared:
@@ -117,7 +118,11 @@ class Binder:
         return [Column(f.name, oid_of_arrow(f.type)) for f in table.schema]
 
 
-def _described(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, int]]:
+def _described(engine: t.Any, sql: str) -> list[tuple[str, int]]:
+    """Names and types of the statement ``sql`` the engine runs, bound by it without running it."""
+    if engine.name == "spark":
+        return _spark_described(engine.session, sql)
+    con: duckdb.DuckDBPyConnection = engine.connection
     try:
         rows = con.execute(f"DESCRIBE {sql}").fetchall()
     except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
@@ -125,9 +130,23 @@ def _described(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, int]
     return [(str(r[0]), oid_of_duckdb(str(r[1]))) for r in rows]
 
 
-def bind_columns(con: duckdb.DuckDBPyConnection, sql: str) -> list[Column]:
-    """Names and types of a query DuckDB binds without running it."""
-    return [Column(name, oid) for name, oid in _described(con, sql)]
+def _spark_described(session: t.Any, sql: str) -> list[tuple[str, int]]:
+    """Spark analyses a statement (Spark SQL) when it is created and reads no row until asked."""
+    from pyspark.errors import PySparkException
+
+    from dpsql.engine.spark import duckdb_type
+
+    try:
+        fields = session.sql(sql).schema.fields
+    except PySparkException as err:
+        text = str(err).strip()
+        raise BindError(f"Spark cannot bind the query: {text.splitlines()[0] if text else type(err).__name__}") from None
+    return [(f.name, oid_of_duckdb(duckdb_type(f.dataType.simpleString()))) for f in fields]
+
+
+def bind_columns(engine: t.Any, sql: str) -> list[Column]:
+    """Names and types of a query the engine binds without running it."""
+    return [Column(name, oid) for name, oid in _described(engine, sql)]
 
 
 def conform(table: pa.Table, columns: list[Column]) -> list[tuple[t.Any, ...]]:

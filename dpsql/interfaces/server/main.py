@@ -1,12 +1,20 @@
 """``dpsql serve``: a PostgreSQL-wire front end for a dpsql connection.
 
     dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433] [--workers N] [--processes N]
+    dpsql serve [DATA FILE] --policy FILE --engine spark [--spark-master URL] [--host ...] [--port ...]
     dpsql serve --demo [--host ...] [--port ...]
     dpsql serve --hash-password        # reads a password on stdin, prints its SCRAM verifier
 
 It binds to 127.0.0.1 unless told otherwise. With users in the policy's ``[server]`` section
 every client authenticates with SCRAM-SHA-256; with none, any user name is accepted without a
 password, and then only on a loopback address (it says so when it starts).
+
+On Spark (``--engine spark``, or ``[engine] name = "spark"`` in the policy when no ``--engine``
+is given) the server owns one Spark session (``--spark-master``, default ``local[2]``, or
+``sc://host:port`` for Spark Connect), shared by all worker threads; the policy's ``source``
+tables (and a data file given as DATABASE) become its temporary views. ``--processes`` above 1
+needs a Spark Connect master: each process is then a client of the same Spark Connect server,
+where with a local or cluster master each would start a Spark driver of its own.
 """
 
 from __future__ import annotations
@@ -28,8 +36,10 @@ DEFAULT_PORT = 5433
 def build_parser() -> argparse.ArgumentParser:
     from dpsql.interfaces.console import Parser
 
-    p = Parser(prog="dpsql serve", description="Serve a DuckDB database through dpsql over the PostgreSQL protocol.")
-    p.add_argument("database", nargs="?", metavar="DATABASE", help="DuckDB database file")
+    p = Parser(prog="dpsql serve",
+               description="Serve a DuckDB database (or tables on Spark) through dpsql over the PostgreSQL protocol.")
+    p.add_argument("database", nargs="?", metavar="DATABASE",
+                   help="DuckDB database file; with --engine spark, an optional data file (.parquet, .csv, .json)")
     p.add_argument("--policy", metavar="FILE", help="privacy policy (TOML or YAML); users in its [server] section")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
@@ -37,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads running dpsql work (default: twice the cores, 2 to 8)")
     p.add_argument("--processes", type=int, default=1,
                    help="server processes sharing the port (default 1; more needs a ledger file)")
+    p.add_argument("--engine", choices=("duckdb", "spark"),
+                   help="where the statistics run (default: the policy's [engine] name, else duckdb); spark "
+                        "serves the policy's source files and the session's catalog (docs/spark.md)")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="with --engine spark: the Spark master (default: the policy's [engine] master, else "
+                        "local[2]), or sc://host:port for Spark Connect (needed for --processes above 1)")
     p.add_argument("--demo", action="store_true", help="serve the bundled UCI Adult table and its policy")
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
@@ -57,16 +73,47 @@ def is_loopback(host: str) -> bool:
 def open_connection(args: argparse.Namespace) -> t.Any:
     from dpsql.connection import connect
     from dpsql.interfaces.demo import connect_demo
+    from dpsql.interfaces.engines import choose
+    from dpsql.privacy.policy import load_policy
 
     if args.demo:
         if args.database or args.policy:
             raise Error("--demo serves its own in-memory database and policy; drop DATABASE and --policy")
+        if args.engine == "spark" or args.spark_master:
+            raise Error("--demo serves DuckDB; on Spark give --policy FILE (and a data file, or source tables)")
         return connect_demo()
-    if not args.database or not args.policy:
+    if not args.policy:
+        raise Error("dpsql serve needs a database and a policy: dpsql serve DATABASE --policy FILE (or --demo)")
+    policy = load_policy(args.policy)
+    engine, master = choose(args.engine, args.spark_master, policy)  # --engine, else [engine] in the policy
+    if engine == "spark":
+        assert master is not None
+        return open_spark_connection(args, policy, master)
+    if not args.database:
         raise Error("dpsql serve needs a database and a policy: dpsql serve DATABASE --policy FILE (or --demo)")
     if not os.path.exists(args.database):
         raise Error(f"database {args.database} does not exist")
     return connect(args.database, args.policy, init_ledger=args.init_ledger, read_only=True)
+
+
+def open_spark_connection(args: argparse.Namespace, policy: t.Any, master: str) -> t.Any:
+    """The server's Spark session and its connection; what the arguments and the policy alone
+    decide is refused before Spark starts."""
+    from dpsql.interfaces.engines import open_spark, spark_policy
+
+    if args.processes > 1 and not master.startswith("sc://"):
+        raise Error(f"--processes above 1 on Spark needs a Spark Connect master (--spark-master sc://host:port): "
+                    f"with {master} each process would start a Spark driver of its own; use --workers for "
+                    "more threads on the one session")
+    _check_processes(args, policy)
+    policy = spark_policy(policy, [args.database] if args.database else [])
+    return open_spark(policy, master, init_ledger=args.init_ledger)
+
+
+def _check_processes(args: argparse.Namespace, policy: t.Any) -> None:
+    if args.processes > 1 and policy.ledger is None:
+        raise Error("--processes above 1 needs a policy with a budget.ledger file: each process would "
+                    "otherwise keep a budget of its own in memory")
 
 
 async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | None = None) -> None:
@@ -84,9 +131,7 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
             raise Error(f"no users are configured ([server.users] in the policy), so dpsql serve accepts any user "
                         f"without a password and listens on loopback only; {args.host} is not a loopback address")
         declared = tables(con)
-        if args.processes > 1 and con.policy.ledger is None:
-            raise Error("--processes above 1 needs a policy with a budget.ledger file: each process would "
-                        "otherwise keep a budget of its own in memory")
+        _check_processes(args, con.policy)
     except BaseException:
         con.close()
         raise
@@ -98,8 +143,10 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
         many = args.processes > 1 or args.reuse_port
         listening = await server.start_server(host=args.host, port=args.port, reuse_port=many or None)
         host, port = listening.sockets[0].getsockname()[:2]
-        children = spawn_children(args, port) if args.processes > 1 else []
+        children = spawn_children(args, port, con.policy) if args.processes > 1 else []
         where = f"{con.policy.source or 'the demo policy'}; tables: {', '.join(sorted(declared)) or 'none'}"
+        if con.engine.name != "duckdb":
+            where += f"; statistics on {con.engine.name}"
         if args.reuse_port:  # a child: the parent has said it all
             where = "another process of the same server"
         print(f"dpsql serve: listening on {host}:{port} ({where})", file=sys.stderr, flush=True)
@@ -129,15 +176,25 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
         pool.close()
 
 
-def spawn_children(args: argparse.Namespace, port: int) -> list[t.Any]:
+def spawn_children(args: argparse.Namespace, port: int, policy: t.Any) -> list[t.Any]:
     """``--processes N``: N - 1 more servers on the same port (the kernel spreads connections
-    over them); each has its own DuckDB and worker pool, and they share the ledger file."""
+    over them); each has its own engine connection and worker pool, and they share the ledger file."""
     import subprocess
 
-    command = [sys.executable, "-m", "dpsql", "serve", args.database, "--policy", args.policy, "--host", args.host,
-               "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
+    command = child_command(args, port, policy)
     return [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(args.processes - 1)]
+
+
+def child_command(args: argparse.Namespace, port: int, policy: t.Any) -> list[str]:
+    """The command line of one more process of this server: the same engine, master and port."""
+    from dpsql.interfaces.engines import choose
+
+    engine, master = choose(args.engine, args.spark_master, policy)
+    command = [sys.executable, "-m", "dpsql", "serve", *([args.database] if args.database else []),
+               "--policy", args.policy, "--engine", engine, *(["--spark-master", master] if master else []),
+               "--host", args.host, "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
+    return command
 
 
 def hash_password() -> int:

@@ -1,7 +1,8 @@
 """The worker pool: dpsql runs off the event loop, one dpsql connection per worker thread.
 
 Each worker has its own :class:`dpsql.Connection` on a cursor of the one locked-down DuckDB
-(cursors are separate connections to the same database), and all of them share one
+(cursors are separate connections to the same database), or on Spark on an engine of its own
+over the server's one Spark session, and all of them share one
 :class:`~dpsql.privacy.ledger.Ledger`, whose charges are serialised by a lock and a SQLite
 ``BEGIN IMMEDIATE`` transaction. Before each statement the worker's connection is given the
 ledger as the statement's user sees it (:class:`UserLedger`): charges record the user, and a
@@ -68,12 +69,24 @@ class Worker:
     """What one worker thread holds."""
 
     def __init__(self, main: Connection) -> None:
-        self.connection = Connection(main.engine.connection.cursor(), main.policy, main.ledger, noise=main.noise)
+        self.connection = Connection(_engine_for_worker(main), main.policy, main.ledger, noise=main.noise)
         self.binder = Binder()
 
     def close(self) -> None:
         self.binder.close()
         self.connection.engine.close()
+
+
+def _engine_for_worker(main: Connection) -> t.Any:
+    """A worker's own engine over the server's data: a cursor of the one DuckDB, or an engine
+    over the one Spark session (its own scratch DuckDB for post-processing; the session, its
+    temporary views and its driver are shared, and Spark runs the threads' statements side by
+    side)."""
+    if main.engine.name == "spark":
+        from dpsql.engine.spark import SparkEngine
+
+        return SparkEngine(main.engine.session)
+    return main.engine.connection.cursor()
 
 
 class Pool:
