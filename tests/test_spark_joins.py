@@ -33,9 +33,11 @@ VISITS = ROOT / "fixtures" / "visits" / "visits.parquet"
 #: A list column (with an empty and a NULL list: DuckDB's UNNEST gives them no row, and so must
 #: Spark's form) besides the tables of tests/test_joins.py.
 LISTS = [(1, ["a", "b", "c"]), (2, []), (3, None), (4, ["b"]), (5, ["c", "a"])]
-#: The private tables with extra rows: a person with no state, a purchase of no user.
+#: The seed's tables with extra rows: a person with no state, a purchase of no user, states
+#: whose names a genre's first letters meet (one of them twice).
 DATA = dict(tj.SEED, people=tj.SEED["people"] + [("zed", 20, 99999)],
-            purchases=tj.SEED["purchases"] + [(7, 3.0)])
+            purchases=tj.SEED["purchases"] + [(7, 3.0)],
+            states=tj.SEED["states"] + [("DR", 11111), ("CO", 11112), ("CO", 11113)])
 
 _SPARK_TYPES = {"INTEGER": "INT", "VARCHAR": "STRING", "DOUBLE": "DOUBLE"}
 
@@ -50,6 +52,7 @@ EQUAL = [
     "SELECT DP_COUNT(*) FROM movies CROSS JOIN UNNEST(list_slice(string_split(genres, ','), 2, 9)) AS g(x) "
     "WITH (epsilon = 1, max_rows = 2)",
     "SELECT DP_COUNT(*) FROM movies CROSS JOIN UNNEST(string_split(genres, 'o')) AS g(x) WITH (epsilon = 1, max_rows = 5)",
+    "SELECT DP_COUNT(*) FROM movies CROSS JOIN UNNEST(string_split(genres, '')) AS g(x) WITH (epsilon = 1, max_rows = 50)",
     "SELECT DP_COUNT(*) FROM movies CROSS JOIN UNNEST(str_split_regex(genres, '[,r]')) AS g(x) "
     "WITH (epsilon = 1, max_rows = 5)",
     "SELECT DP_COUNT(*) FROM people LEFT JOIN states s ON people.zipcode = s.zipcode AND s.state = 'TN' WITH (epsilon = 1)",
@@ -63,6 +66,13 @@ EQUAL = [
     # bob is 40: a division by zero in ON fails on neither engine
     "SELECT DP_COUNT(*) FROM people JOIN states ON people.zipcode / (people.age - 40) = states.zipcode "
     "WITH (epsilon = 1, max_join_rows = 2)",
+    "SELECT DP_SUM(CASE WHEN zipcode IN (SELECT zipcode FROM states) THEN 1 ELSE 0 END, 0, 1) FROM people WITH (epsilon = 1)",
+    # a private join, then a public join on a column of the joined private table
+    "SELECT DP_COUNT(*) FROM users u LEFT JOIN purchases p ON u.user_id = p.user_id JOIN states s ON p.user_id + 9999 = "
+    "s.zipcode WITH (epsilon = 1, join_truncation = 'drop_non_unique')",
+    # a flat map, then a public join on its elements
+    "SELECT DP_COUNT(*) FROM movies CROSS JOIN UNNEST(string_split(genres, ',')) AS g(x) JOIN states s "
+    "ON upper(substr(g.x, 1, 2)) = s.state WITH (epsilon = 1, max_rows = 3)",
     "SELECT state, DP_COUNT(*) FROM states JOIN people ON states.zipcode = people.zipcode "
     "GROUP BY state WITH (epsilon = 1, keys = ['TN', 'KY', 'NY'])",
     tj.PRIVATE_JOIN.format(options="join_truncation = 'drop_non_unique'"),
@@ -170,6 +180,8 @@ def test_slices_with_computed_bounds_are_refused_on_spark_only(joined) -> None:
     with pytest.raises(BindError, match="on Spark a list slice needs literal bounds"):
         spark.prepare(query)
     assert spark.ledger.spent().epsilon == 0
+    with pytest.raises(BindError, match=r"not \[-2:\]"):
+        spark.prepare(query.replace("list_slice(string_split(genres, ','), 1, id)", "string_split(genres, ',')[-2:]"))
 
 
 # -- tables that share an id unit: the truncation per unit after the join ------------------------

@@ -19,7 +19,8 @@ a unit's rows)                               QUALIFY refuses the ``alias.*`` of 
                                              of 0 and on a negative length)
 ``string_split(x, 'sep')`` (a literal        ``SPLIT(x, 'regex', -1)``, the separator's every
 separator)                                   non-alphanumeric character escaped (Spark splits by a
-                                             Java regex); ``-1`` keeps trailing empty strings, as DuckDB
+                                             Java regex); ``-1`` keeps trailing empty strings, as DuckDB;
+                                             ``''`` splits into characters on both
 ``string_split_regex(x, 're')``              ``SPLIT(x, 're', -1)``: Java's regex syntax, not RE2's
 ``SEMI JOIN`` / ``ANTI JOIN``                ``LEFT SEMI JOIN`` / ``LEFT ANTI JOIN``
 ``HASH(__j1)`` of a joined table or flat     ``XXHASH64(__j1.*)`` (see :meth:`SparkTarget.row_hash`)
@@ -127,9 +128,7 @@ def split(value: exp.Expression, separator: exp.Expression, regex: bool, form: F
     if not (isinstance(separator, exp.Literal) and separator.is_string):
         raise BindError("on Spark a string is split by a literal separator")
     text = separator.this
-    if not regex:
-        if text == "":
-            raise BindError("on Spark a string is split by a separator of one character or more, not ''")
+    if not regex:  # '' splits into characters on both engines
         text = "".join(c if c.isalnum() and c.isascii() else "\\" + c for c in text)
     return _fn("SPLIT", value.copy().transform(form, copy=False), exp.Literal.string(text),
                exp.Literal.number(-1))
