@@ -79,7 +79,8 @@ EQUAL = [
     "SELECT t, DP_COUNT(*) FROM lists CROSS JOIN UNNEST(tags[1:2]) AS u(t) GROUP BY t WITH (epsilon = 1, keys = ['a', 'b', 'c'])",
     "SELECT DP_COUNT(*), DP_SUM(id, 0, 10) FROM lists CROSS JOIN UNNEST(tags[2:]) AS u(t) WITH (epsilon = 1, max_rows = 2)",
     "SELECT DP_COUNT(*) FROM (SELECT id, unnest(tags) AS t FROM lists) WHERE t <> 'b' WITH (epsilon = 1, max_rows = 3)",
-    *(query.format(mech=tj.MECHS[mech]) for name, (query, _) in sorted(tj.CASES.items()) for mech in sorted(tj.MECHS)
+    # the brute-force cases (the mechanism does not change the statistics: Laplace only)
+    *(query.format(mech=tj.MECHS["laplace"]) for name, (query, _) in sorted(tj.CASES.items())
       if name not in ("private drop_excess", "private mixed", "private left join")),
 ]
 

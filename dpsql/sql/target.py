@@ -31,9 +31,11 @@ the window, in a second pass         :meth:`SparkTarget.value_histogram`
 x`` (a public key domain)            then broadcast: :meth:`SparkTarget.broadcast_keys`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
+``QUALIFY``, ``UNNEST``, list        :mod:`dpsql.sql.target_joins` (truncation, joins, flat maps)
+slices, splits, ``SEMI``/``ANTI``
 ==================================  =================================================================
 
-Everything else (``GROUP BY ALL``, ``QUALIFY``, ``* EXCLUDE``, ``FILTER (WHERE ...)``, ``IS NOT
+Everything else (``GROUP BY ALL``, ``* EXCLUDE``, ``FILTER (WHERE ...)``, ``IS NOT
 DISTINCT FROM``, struct literals) is syntax with one meaning on both engines and is printed by
 sqlglot's Spark generator, with its hoisting of nested ``WITH`` clauses turned off (the
 mechanisms' subqueries reuse CTE names, which Spark allows in nested scopes only).
