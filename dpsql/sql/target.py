@@ -123,7 +123,7 @@ class SparkTarget(Target):
     def _any(self, node: exp.Expression, lists: bool) -> exp.Expression:
         form = self._list_form if lists else self._form
         if lists:
-            listed = joins.list_form(node, form)
+            listed = joins.list_form(node, form, self._form)
             if listed is not None:
                 return listed
         if isinstance(node, exp.Try):

@@ -134,9 +134,10 @@ def split(value: exp.Expression, separator: exp.Expression, regex: bool, form: F
                exp.Literal.number(-1))
 
 
-def list_form(node: exp.Expression, form: Form) -> exp.Expression | None:
+def list_form(node: exp.Expression, form: Form, scalar: Form) -> exp.Expression | None:
     """The Spark form of a list slice or a split (see the module's table), or None for a node
-    of another kind."""
+    of another kind. ``form`` converts a list inside (slices again), ``scalar`` the string a
+    split reads (where ``x[b:e]`` is a substring, not a slice)."""
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
         bounds = node.expressions[0]
         return list_slice(node.this, bounds.this, bounds.expression, form)
@@ -144,11 +145,11 @@ def list_form(node: exp.Expression, form: Form) -> exp.Expression | None:
         listed, begin, end = node.expressions
         return list_slice(listed, begin, end, form)
     if isinstance(node, (exp.Split, exp.RegexpSplit)):
-        return split(node.this, node.expression, isinstance(node, exp.RegexpSplit), form)
+        return split(node.this, node.expression, isinstance(node, exp.RegexpSplit), scalar)
     if isinstance(node, exp.Anonymous) and len(node.expressions) == 2:
         name = node.name.lower()
         if name in ("str_split", "string_split", "string_to_array"):
-            return split(*node.expressions, regex=False, form=form)
+            return split(*node.expressions, regex=False, form=scalar)
         if name in ("regexp_split_to_array", "string_split_regex", "str_split_regex"):
-            return split(*node.expressions, regex=True, form=form)
+            return split(*node.expressions, regex=True, form=scalar)
     return None
