@@ -39,3 +39,24 @@ def seeded_demo():
         return dpsql.connect(":memory:", pol, setup=load_adult, noise=SeededNoise(seed))
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (local[2]) for the whole run of the spark-marked tests, with the
+    Adult and visits fixtures as temporary views. pyspark is imported here: without it every
+    test that asks for the session fails (none is skipped)."""
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+    root = Path(__file__).resolve().parent.parent
+    session = (SparkSession.builder.master("local[2]").appName("dpsql-tests")
+               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false").config("spark.sql.ansi.enabled", "true")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("OFF")
+    session.read.parquet(str(root / "dpsql" / "data" / "adult.parquet")).createOrReplaceTempView("adult")
+    session.read.parquet(str(root / "fixtures" / "visits" / "visits.parquet")).createOrReplaceTempView("visits")
+    yield session
+    session.stop()

@@ -8,7 +8,8 @@ message. Where the statistics depend on a hash (the rows truncation keeps, the c
 sample-and-aggregate), the engines' hashes differ by design, so the test checks what does not
 depend on the hash. pyspark is imported by the session fixture: without it every test here
 fails (none is skipped), and the default run, which deselects the spark marker, does not need
-it. One Spark session (local[2]) serves the whole run.
+it. One Spark session (local[2], the ``spark`` fixture of conftest.py) serves the whole run;
+joins and flat maps are in tests/test_spark_joins.py.
 """
 
 from __future__ import annotations
@@ -123,21 +124,6 @@ REFUSED = [
 # -- fixtures -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession  # a missing pyspark fails every test here
-
-    session = (SparkSession.builder.master("local[2]").appName("dpsql-tests")
-               .config("spark.driver.memory", "1g").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false").config("spark.sql.ansi.enabled", "true")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("OFF")
-    session.read.parquet(str(ADULT)).createOrReplaceTempView("adult")
-    session.read.parquet(str(VISITS)).createOrReplaceTempView("visits")
-    yield session
-    session.stop()
-
-
 def loose_visits_policy() -> dict:
     policy = tomllib.loads(VISITS_POLICY.read_text(encoding="utf-8"))
     table = policy["tables"]["visits"]
@@ -246,14 +232,6 @@ def test_refusals_are_the_same(pairs) -> None:
             spark.prepare(query)
         assert type(on_duck.value) is type(on_spark.value), query
         assert str(on_duck.value) == str(on_spark.value), query
-
-
-def test_joins_bind_as_on_duckdb_then_are_refused_on_spark(pairs) -> None:
-    duck, spark = pairs["adult"]
-    query = "SELECT DP_COUNT(*) FROM adult a JOIN adult b ON a.fnlwgt = b.fnlwgt WITH (epsilon = 1, join_truncation = 'drop_excess(1)')"
-    duck.prepare(query)  # accepted on DuckDB
-    with pytest.raises(dpsql.BindError, match="DuckDB engine only"):
-        spark.prepare(query)
 
 
 # -- the error channel --------------------------------------------------------------------------

@@ -42,7 +42,7 @@ class Engine(t.Protocol):
 
     def describe(self, sql: str) -> list[str]: ...
 
-    def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...  # DuckDB only, for now
+    def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...  # DuckDB SQL over public tables only
 
     def post_process(self, outer: t.Any, columns: list[str], rows: list[tuple[t.Any, ...]]) -> "pa.Table": ...
 
@@ -117,9 +117,7 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     canonical = _canonical(parsed)
     database = _database(parsed.this, policy, engine)
     bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
-                 read_public=engine.public_rows if target is None else _no_joins)
-    if target is not None and bound.joined:
-        _no_joins()
+                 read_public=engine.public_rows)
     if bound.public:
         return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
     try:
@@ -131,15 +129,6 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     rewritten = rewrite(p) if target is None else rewrite(p, target)
     return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewritten, rewrites=rewrites,
                          canonical=canonical, target=target)
-
-
-def _no_joins(*_: t.Any) -> t.NoReturn:
-    """Joins and flat maps are written for DuckDB (dpsql.sql.joins): on another engine a query
-    that binds with one is refused, after every refusal it shares with DuckDB."""
-    from dpsql.errors import BindError
-
-    raise BindError("joins and flat maps in DP queries run on the DuckDB engine only (this engine has no "
-                    "form of them yet)")
 
 
 def _canonical(parsed: t.Any) -> str:

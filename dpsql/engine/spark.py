@@ -170,6 +170,15 @@ class SparkEngine:
         except Exception as err:
             raise ExecutionError(_first_line(err)) from None
 
+    def public_rows(self, sql: str) -> Rows:
+        """Rows of a query that reads public tables only (DuckDB SQL, written for Spark by the
+        target): a public join's key multiplicity, read when the query is planned."""
+        frame = self._analysed(self.target.finish(sql))
+        try:
+            return [tuple(_plain(v) for v in row) for row in frame.collect()]
+        except Exception as err:
+            raise BindError(f"Spark cannot read the public table: {_first_line(err)}") from None
+
     def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
         """The post-processing SELECT on the noisy rows, in a private DuckDB that holds nothing else."""
         from dpsql.engine.duck import post_process_in, scratch_connection

@@ -31,9 +31,11 @@ the window, in a second pass         :meth:`SparkTarget.value_histogram`
 x`` (a public key domain)            then broadcast: :meth:`SparkTarget.broadcast_keys`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
+``QUALIFY``, ``UNNEST``, list        :mod:`dpsql.sql.target_joins` (truncation, joins, flat maps)
+slices, splits, ``SEMI``/``ANTI``
 ==================================  =================================================================
 
-Everything else (``GROUP BY ALL``, ``QUALIFY``, ``* EXCLUDE``, ``FILTER (WHERE ...)``, ``IS NOT
+Everything else (``GROUP BY ALL``, ``* EXCLUDE``, ``FILTER (WHERE ...)``, ``IS NOT
 DISTINCT FROM``, struct literals) is syntax with one meaning on both engines and is printed by
 sqlglot's Spark generator, with its hoisting of nested ``WITH`` clauses turned off (the
 mechanisms' subqueries reuse CTE names, which Spark allows in nested scopes only).
@@ -46,7 +48,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from dpsql.sql.build import BASE
+from dpsql.sql import target_joins as joins
 
 
 class Target:
@@ -99,6 +101,12 @@ class SparkTarget(Target):
             self.value_histogram(with_)
         for select in list(tree.find_all(exp.Select)):
             self.broadcast_keys(select)
+        # innermost first: a QUALIFY nested in another one's FROM is rewritten before it is copied
+        for select in [n for n in tree.walk(bfs=False) if isinstance(n, exp.Select)][::-1]:
+            if select.args.get("qualify") is not None:
+                new = joins.qualify(select)
+                tree = new if select is tree else tree
+                select.replace(new)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
 
@@ -106,8 +114,25 @@ class SparkTarget(Target):
         return sqlglot.parse_one(sql, read=_SparkSQL).sql(dialect=_SparkSQL, pretty=True)
 
     def _form(self, node: exp.Expression) -> exp.Expression:
+        return self._any(node, lists=False)
+
+    def _list_form(self, node: exp.Expression) -> exp.Expression:
+        """The forms inside the list a flat map unnests: list slices and splits too."""
+        return self._any(node, lists=True)
+
+    def _any(self, node: exp.Expression, lists: bool) -> exp.Expression:
+        form = self._list_form if lists else self._form
+        if lists:
+            listed = joins.list_form(node, form, self._form)
+            if listed is not None:
+                return listed
         if isinstance(node, exp.Try):
-            return self.total(node.this)
+            # a replaced node's children are not visited by transform(): convert them here
+            return self.total(node.this).transform(form, copy=False)
+        if isinstance(node, exp.Join) and isinstance(node.this, exp.Unnest):
+            return joins.flat_map(node, self._list_form)
+        if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
+            return joins.semi(node)
         if isinstance(node, exp.Mod) and _is_hash(node.this):
             return _fn("PMOD", self.row_hash(node.this), node.expression)
         if _is_hash(node):
@@ -217,11 +242,12 @@ class SparkTarget(Target):
         return one(node)
 
     def row_hash(self, node: exp.Anonymous) -> exp.Expression:
-        """``HASH(...)``: ``XXHASH64``; a table alias (the whole row) becomes ``alias.*``."""
+        """``HASH(...)``: ``XXHASH64``; the alias of a FROM item (the whole row: ``__t``, a
+        joined table ``__j1``, a flat map ``__f1``) becomes ``alias.*``."""
         args = []
         for arg in node.expressions:
-            if isinstance(arg, exp.Column) and not arg.table and arg.name == BASE:
-                args.append(exp.Column(this=exp.Star(), table=exp.to_identifier(BASE)))
+            if isinstance(arg, exp.Column) and not arg.table and joins.ROW_ALIAS.match(arg.name):
+                args.append(exp.Column(this=exp.Star(), table=exp.to_identifier(arg.name)))
             else:
                 args.append(arg)
         return _fn("XXHASH64", *args)
