@@ -237,6 +237,26 @@ def test_refusals_are_the_same(pairs) -> None:
 # -- the error channel --------------------------------------------------------------------------
 
 
+def test_regex_error_channel_is_closed(spark, pairs) -> None:
+    """Java compiles a regular expression computed from a row when a row reaches it: the raw
+    statement fails iff someone is 90, which would answer "is anyone 90?" for free. dpsql
+    refuses the query on Spark (before reading anything); on DuckDB it runs inside TRY."""
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    # concat with a column: Spark's optimizer cannot fold the pattern into the branches
+    probe = "SELECT COUNT(*) FROM adult WHERE 'x' RLIKE CASE WHEN age = {} THEN concat('(', sex) ELSE 'x' END"
+    with pytest.raises(Exception, match="(?i)regex|pattern|unclosed group"):  # noqa: B017 - Java's error
+        spark.sql(probe.format(90)).collect()
+    assert spark.sql(probe.format(200)).collect()[0][0] == 32561  # no one is 200: no error
+    duck, con = pairs["adult"]
+    query = ("SELECT DP_COUNT(*) FROM adult WHERE regexp_matches('x', CASE WHEN age = 90 THEN concat('(', sex) "
+             "ELSE 'x' END) WITH (epsilon = 1)")
+    duck.prepare(query)
+    before = con.budget.spent
+    with pytest.raises(dpsql.BindError, match="regexp_matches.*Spark"):
+        con.sql(query)
+    assert con.budget.spent == before
+
+
 def test_error_channel_is_closed_under_ansi(spark, pairs) -> None:
     """Under ANSI mode, WHERE 100/(age-39) > 1 raises DIVIDE_BY_ZERO on Spark iff some age is 39.
     dpsql's statement answers it without error: the rows of age 39 are dropped (NULL)."""

@@ -120,6 +120,8 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
                  read_public=engine.public_rows)
     if bound.public:
         return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
+    if target is not None:  # after every refusal the engines share
+        target.check_query(parsed.this)
     try:
         p = plan(bound, policy)
     except ValueError as err:

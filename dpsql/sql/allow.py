@@ -90,6 +90,8 @@ _UNIT_PARENTS: tuple[type[exp.Expression], ...] = _classes(
 )
 
 ALLOWED: tuple[type[exp.Expression], ...] = _VALUES + _OPERATORS + _FUNCTIONS
+#: Values and operators: the allowed nodes that are not function calls.
+SYNTAX: tuple[type[exp.Expression], ...] = _VALUES + _OPERATORS
 
 #: Types a value may be cast to: scalars only (a cast to a list or struct type could make one
 #: value many, and its meaning would depend on the text).
