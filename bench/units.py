@@ -49,6 +49,7 @@ CLIP = "CASE WHEN income < 0 THEN 0 WHEN income > 200000 THEN 200000 ELSE income
 POLICY: dict[str, t.Any] = {
     "neighbouring": "add_remove",
     "budget": {"epsilon": 1e12, "delta": 0.5},
+    "defaults": {"reuse_releases": "off"},  # every timed run computes: no reuse of an earlier release
     "tables": {"events": {"privacy_unit": "pid", "max_rows_per_unit": K,
                           "columns": {"income": {"lower": 0, "upper": 200000}}}},
 }
