@@ -24,6 +24,7 @@ import decimal
 import typing as t
 
 from dpsql.errors import BindError, ExecutionError
+from dpsql.mechanisms.exponential import histogram_window
 from dpsql.sql.target import SPARK
 
 if t.TYPE_CHECKING:
@@ -160,7 +161,7 @@ class SparkEngine:
             rows = frame.collect()
         except Exception:  # any error while reading rows: withheld
             raise ExecutionError(STATISTICS_FAILED) from None
-        return list(frame.columns), [tuple(_plain(v) for v in row) for row in rows]
+        return list(frame.columns), [tuple(_finished(_plain(v)) for v in row) for row in rows]
 
     def public(self, sql: str) -> "pa.Table":
         """Run a query that reads public tables only (Spark SQL)."""
@@ -186,6 +187,15 @@ class SparkEngine:
         if self.owns_session:
             self.owns_session = False
             self.session.stop()
+
+
+def _finished(value: t.Any) -> t.Any:
+    """A value as the DuckDB statement returns it: a collected value histogram (Spark's form of
+    the exponential mechanism's order statistics) becomes the window of ranks it stands for."""
+    if isinstance(value, dict) and "__hist" in value:
+        return histogram_window(value["__hist"] or [], float(value["__p"]), float(value["__upper"]),
+                                int(value["__reach"]))
+    return value
 
 
 def _first_line(err: BaseException) -> str:

@@ -98,6 +98,8 @@ class SparkTarget(Target):
         for with_ in list(tree.find_all(exp.With)):
             self.value_histogram(with_)
         for select in list(tree.find_all(exp.Select)):
+            self.histogram_ranks(select)
+        for select in list(tree.find_all(exp.Select)):
             self.broadcast_keys(select)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
@@ -199,6 +201,51 @@ class SparkTarget(Target):
             source.this.set("this", single)
             for name in ("multi", "vals0", "vals"):
                 parts[name].pop()
+
+    def histogram_ranks(self, select: exp.Select) -> None:
+        """The exponential mechanism's order statistics (:func:`dpsql.mechanisms.exponential.ranks_sql`)
+        in one value-histogram form: the histogram ``__e_h`` (one row per group and distinct value)
+        collected per group, sorted, with the window's constants; no window function, no join.
+
+        The ranks, the distance D and the window's filter (the rest of ``ranks_sql``) are computed
+        from the histogram on the driver by :func:`dpsql.mechanisms.exponential.histogram_window`,
+        with the same arithmetic, so the rows equal DuckDB's. Spark's form of the other CTEs took a
+        shuffle for each window and ran the histogram twice (``__e_pts`` is read twice); this one is
+        the histogram's aggregate and a sort of at most one row per distinct value. Applies to the
+        one-bucket-per-value form only (after :meth:`value_histogram`); any other shape is left.
+        """
+        with_ = select.args.get("with_")
+        if with_ is None or select.args.get("joins") is None or len(select.expressions) < 1:
+            return
+        ctes = {c.alias: c for c in with_.expressions}
+        if set(ctes) != {"__e_h", "__e_hist", "__e_need", "__e_pts", "__e_vd"}:
+            return
+        column = select.expressions[-1]
+        where = select.args.get("where")
+        vd = ctes["__e_vd"].this
+        if not (isinstance(column, exp.Alias) and isinstance(column.this, exp.ArrayAgg) and where is not None
+                and isinstance(vd, exp.Select) and vd.find(exp.Filter) is not None):
+            return
+        first = where.this.find(exp.GTE) if isinstance(where.this, exp.And) else None
+        bound = vd.find(exp.Filter).find(exp.LT)
+        rank = first.expression if first is not None else None
+        if not (isinstance(rank, exp.Sub) and isinstance(rank.this, exp.Sub) and isinstance(rank.this.this, exp.Mul)
+                and isinstance(rank.expression, exp.Literal) and bound is not None):
+            return
+        p, reach, upper = rank.this.this.this, rank.expression, bound.expression
+        keys = [exp.column(k.name) for k in select.expressions[:-1]]
+        body = sqlglot.parse_one(
+            "SELECT {'__hist': LIST({'v': __lo, 'c': __c} ORDER BY __lo), '__p': 0, '__upper': 0, "
+            "'__reach': 0} FROM __e_h", read="duckdb")
+        values = {e.name: e for e in body.expressions[0].find_all(exp.PropertyEQ)}
+        values["__p"].set("expression", p.copy())
+        values["__upper"].set("expression", upper.copy())
+        values["__reach"].set("expression", reach.copy())
+        body.set("expressions", [*keys, exp.alias_(body.expressions[0], column.alias)])
+        if keys:
+            body = body.group_by(*[k.copy() for k in keys], copy=False)
+        body.set("with_", exp.With(expressions=[ctes["__e_h"].copy()]))
+        select.replace(body)
 
     def total(self, node: exp.Expression) -> exp.Expression:
         """``TRY(x)``: the arithmetic in ``x`` as ``try_*`` functions, casts as ``TRY_CAST``."""
