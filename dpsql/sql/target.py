@@ -27,8 +27,10 @@ DuckDB form                          Spark form
 order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
 then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
 the window, in a second pass         :meth:`SparkTarget.value_histogram`
-``(VALUES ...) AS __keys LEFT JOIN   ``x`` cut to the keys by a semi-join on the broadcast keys,
-x`` (a public key domain)            then broadcast: :meth:`SparkTarget.broadcast_keys`
+``(VALUES ...) AS __keys`` (a        the same; rows of plain literals (numbers, simple strings, NULL,
+public key domain)                   booleans) are kept as text rather than parsed: :meth:`SparkTarget.key_rows`
+exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
+ranks (``__e_pts``, ``__e_vd``)      the driver computes the window: :meth:`SparkTarget.histogram_ranks`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
 ==================================  =================================================================
@@ -41,6 +43,8 @@ mechanisms' subqueries reuse CTE names, which Spark allows in nested scopes only
 """
 
 from __future__ import annotations
+
+import re
 
 import sqlglot
 from sqlglot import exp
@@ -79,6 +83,16 @@ _TRY_ARITHMETIC = {
 _WIDE = (exp.DataType.Type.INT128, exp.DataType.Type.UINT128)
 
 
+#: The key domain of the rewrite (``dpsql.engine.rewrite``): ``FROM (VALUES rows) AS __keys(``.
+_KEYS_OPEN, _KEYS_CLOSE = " FROM (VALUES ", ") AS __keys("
+#: A literal written alike in DuckDB and Spark SQL.
+_LITERAL = r"(?:-?\d+(?:\.\d+)?|'[^'\\]*'|NULL|TRUE|FALSE)"
+_SIMPLE_ROW = re.compile(rf"\({_LITERAL}(?:, {_LITERAL})*\)")
+_SIMPLE_ROWS = re.compile(rf"{_SIMPLE_ROW.pattern}(?:, {_SIMPLE_ROW.pattern})*")
+_STRINGS = re.compile(r"'[^']*'")
+_PLACEHOLDER = "'__dpsql_key_rows__'"
+
+
 def _fn(name: str, *args: exp.Expression) -> exp.Anonymous:
     return exp.Anonymous(this=name, expressions=list(args))
 
@@ -94,15 +108,42 @@ class SparkTarget(Target):
     dialect = "spark"
 
     def finish(self, sql: str) -> str:
+        short, holder, rows = self.key_rows(sql)
+        out = self.written(short)
+        if holder is not None and out.count(holder) == 1:
+            return out.replace(holder, rows)
+        return out if holder is None else self.written(sql)
+
+    def written(self, sql: str) -> str:
+        """The statement in Spark SQL, form by form (the table in the module's docstring)."""
         tree = sqlglot.parse_one(sql, read="duckdb")
+        for select in list(tree.find_all(exp.Select)):  # before value_histogram: bounded histograms only
+            self.histogram_ranks(select)
         for with_ in list(tree.find_all(exp.With)):
             self.value_histogram(with_)
-        for select in list(tree.find_all(exp.Select)):
-            self.histogram_ranks(select)
-        for select in list(tree.find_all(exp.Select)):
-            self.broadcast_keys(select)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
+
+    def key_rows(self, sql: str) -> tuple[str, str | None, str]:
+        """A public key domain's rows, ``FROM (VALUES (...), ...) AS __keys(...)``, set aside
+        when every value is a literal written alike in both dialects (a number, a string without
+        quotes or backslashes inside, NULL, TRUE, FALSE): the statement with one placeholder row
+        instead, the placeholder, and the rows' text, put back as it is once the rest is
+        written for Spark. ``(sql, None, "")`` when there is no such domain.
+
+        Thousands of keys made most of the time of writing the statement (parsing, walking and
+        printing a node per value); a domain with any other literal goes through the parser.
+        """
+        head = sql.find(_KEYS_OPEN)
+        tail = sql.find(_KEYS_CLOSE, head) if head >= 0 else -1
+        if tail < 0:
+            return sql, None, ""
+        rows = sql[head + len(_KEYS_OPEN):tail]
+        widths = {r.count(",") for r in _SIMPLE_ROW.findall(rows)}
+        if _SIMPLE_ROWS.fullmatch(rows) is None or len(widths) != 1 or any("," in r for r in _STRINGS.findall(rows)):
+            return sql, None, ""
+        holder = "(" + ", ".join([_PLACEHOLDER] * (widths.pop() + 1)) + ")"
+        return sql[:head + len(_KEYS_OPEN)] + holder + sql[tail:], holder, rows
 
     def pretty(self, sql: str) -> str:
         return sqlglot.parse_one(sql, read=_SparkSQL).sql(dialect=_SparkSQL, pretty=True)
@@ -128,40 +169,6 @@ class SparkTarget(Target):
         return node
 
     # -- the forms ----------------------------------------------------------------------------
-
-    def broadcast_keys(self, select: exp.Select) -> None:
-        """``FROM (VALUES ...) AS __keys(...) LEFT JOIN x ON ...`` (a public key domain): each
-        ``x`` semi-joined to the keys first, then broadcast.
-
-        ``x`` holds one row per key of the data, which may be many more than the domain; the
-        semi-join (the keys broadcast) keeps at most one row per key of the domain, a size
-        fixed by the query and the policy, so broadcasting it cannot fail on some data and
-        saves the shuffles of a sort-merge join. The rows the left join keeps are the same.
-        """
-        source = select.args.get("from_", select.args.get("from"))
-        keys = source.this if source is not None else None
-        if not (isinstance(keys, exp.Values) and keys.alias == "__keys") or select.args.get("hint"):
-            return
-        broadcast = []
-        for join in select.args.get("joins") or []:
-            table, on = join.this, join.args.get("on")
-            if join.side != "LEFT" or join.kind or not isinstance(table, exp.Table) or on is None:
-                continue
-            name = table.alias_or_name
-            domain = keys.copy()
-            domain.set("alias", exp.TableAlias(this=exp.to_identifier("__kd"),
-                                               columns=[c.copy() for c in keys.args["alias"].columns]))
-            match = on.copy()
-            for col in match.find_all(exp.Column):
-                if col.table == "__keys":
-                    col.set("table", exp.to_identifier("__kd"))
-            inner = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(name))).from_(table.copy())
-            inner = inner.join(domain, on=match, join_type="LEFT SEMI")
-            inner.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=[exp.to_table("__kd")])]))
-            join.set("this", exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(name))))
-            broadcast.append(exp.to_table(name))
-        if broadcast:
-            select.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=broadcast)]))
 
     def value_histogram(self, with_: exp.With) -> None:
         """The order-statistics CTEs of :func:`dpsql.sql.build.order_statistics` with one bucket
@@ -211,8 +218,10 @@ class SparkTarget(Target):
         from the histogram on the driver by :func:`dpsql.mechanisms.exponential.histogram_window`,
         with the same arithmetic, so the rows equal DuckDB's. Spark's form of the other CTEs took a
         shuffle for each window and ran the histogram twice (``__e_pts`` is read twice); this one is
-        the histogram's aggregate and a sort of at most one row per distinct value. Applies to the
-        one-bucket-per-value form only (after :meth:`value_histogram`); any other shape is left.
+        the histogram's aggregate and a sort of its rows. Applies to DuckDB's own value-histogram
+        form only (whole numbers in a range of at most ``build.BUCKETS``: at most that many values
+        per group reach the driver), not to the bucketed form that :meth:`value_histogram` turns
+        into one bucket per distinct value, which may hold as many values as rows.
         """
         with_ = select.args.get("with_")
         if with_ is None or select.args.get("joins") is None or len(select.expressions) < 1:
