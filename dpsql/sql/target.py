@@ -121,6 +121,8 @@ class SparkTarget(Target):
             self.histogram_ranks(select)
         for with_ in list(tree.find_all(exp.With)):
             self.value_histogram(with_)
+        if isinstance(tree, exp.Select):
+            self.counts_from_histograms(tree)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
 
@@ -255,6 +257,55 @@ class SparkTarget(Target):
             body = body.group_by(*[k.copy() for k in keys], copy=False)
         body.set("with_", exp.With(expressions=[ctes["__e_h"].copy()]))
         select.replace(body)
+
+    def counts_from_histograms(self, top: exp.Select) -> None:
+        """``__stats`` of an ungrouped query holding only ``COUNT(v)`` of values whose collected
+        histogram (:meth:`histogram_ranks`) a subquery returns: each count read from that
+        histogram's sum instead, and ``__stats`` not run (a whole pass over the rows less).
+
+        The histogram counts the non-NULL values of ``v`` in ``__src``, so its sum is
+        ``COUNT(v)`` (0 for no rows, as COUNT). ``SELECT *, __sq.c FROM __stats CROSS JOIN
+        __sq ...`` becomes ``SELECT <the counts>, __sq.*, __sq.c FROM __sq CROSS JOIN ...``: the
+        same columns in the same order. Any other shape is left as it is.
+        """
+        with_, source, joins = top.args.get("with_"), top.args.get("from_"), top.args.get("joins") or []
+        if with_ is None or source is None or not joins or not isinstance(top.expressions[0], exp.Star):
+            return
+        ctes = {c.alias: c for c in with_.expressions}
+        stats = ctes.get("__stats")
+        if not (isinstance(source.this, exp.Table) and source.this.name == "__stats" and stats is not None
+                and isinstance(stats.this, exp.Select) and not stats.this.args.get("group")
+                and all(j.kind == "CROSS" and isinstance(j.this, exp.Table) for j in joins)):
+            return
+        # value column → (subquery, its histogram column), for the collected histograms
+        found: dict[str, tuple[str, str]] = {}
+        for join in joins:
+            cte = ctes.get(join.this.name)
+            for select in cte.find_all(exp.Select) if cte is not None else ():
+                h = select.args.get("with_")
+                h = h.expressions[0] if h is not None and len(h.expressions) == 1 else None
+                column = select.expressions[-1] if select.expressions else None
+                if h is None or h.alias != "__e_h" or not isinstance(column, exp.Alias) \
+                        or not isinstance(column.this, exp.Struct) or "__hist" not in column.this.sql():
+                    continue
+                low = next((e for e in h.this.expressions if e.alias == "__lo"), None)
+                if isinstance(low, exp.Alias) and isinstance(low.this, exp.Column):
+                    found[low.this.name] = (join.this.name, column)
+        counts = []
+        for e in stats.this.expressions:
+            arg = e.this.this if isinstance(e, exp.Alias) and isinstance(e.this, exp.Count) else None
+            if not (isinstance(arg, exp.Column) and arg.name in found and not e.this.args.get("distinct")):
+                return
+            sub, column = found[arg.name]
+            counts.append(exp.alias_(sqlglot.parse_one(f"{sub}.{column.alias}.__n", read="duckdb"), e.alias))
+            if "__n" not in {p.name for p in column.this.expressions}:
+                column.this.append("expressions", exp.PropertyEQ(
+                    this=exp.to_identifier("__n"), expression=sqlglot.parse_one("COALESCE(SUM(__c), 0)", read="duckdb")))
+        every = [exp.Column(this=exp.Star(), table=exp.to_identifier(j.this.name)) for j in joins]
+        top.set("expressions", [*counts, *every, *top.expressions[1:]])
+        source.set("this", joins[0].this.copy())
+        joins[0].pop()
+        stats.pop()
 
     def total(self, node: exp.Expression) -> exp.Expression:
         """``TRY(x)``: the arithmetic in ``x`` as ``try_*`` functions, casts as ``TRY_CAST``."""
