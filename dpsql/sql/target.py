@@ -31,6 +31,8 @@ the window, in a second pass         :meth:`SparkTarget.value_histogram`
 public key domain)                   booleans) are kept as text rather than parsed: :meth:`SparkTarget.key_rows`
 exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
 ranks (``__e_pts``, ``__e_vd``)      the driver computes the window: :meth:`SparkTarget.histogram_ranks`
+``__stats`` = ``COUNT(v)`` only,     each count read from v's collected histogram and ``__stats`` not
+without GROUP BY                     run: :meth:`SparkTarget.counts_from_histograms`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
 ==================================  =================================================================
