@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import time
 
 QUERIES = {
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="also time Tumult Analytics' mean and group-by (one cold run each)")
     args = parser.parse_args(argv)
     tumult = run_tumult(args) if args.tumult else None
+    if tumult is not None:
+        print(f"Tumult Analytics: {json.dumps(tumult)}", file=sys.stderr, flush=True)
     if args.generic:
         from dpsql.sql.target import SparkTarget
 
@@ -104,11 +107,14 @@ def main(argv: list[str] | None = None) -> None:
         except Exception as err:  # PERCENTILE_CONT out of memory can take the driver down with it
             reason = "OutOfMemoryError" if "OutOfMemoryError" in str(err) else type(err).__name__
             print(f"| {name} | {t_dp[-1]:.2f} (1 run) | failed ({reason}) | — |", flush=True)
-            return
+            break
         a, b = statistics.median(t_dp[1:]), statistics.median(t_hand[1:])
         print(f"| {name} | {a:.2f} | {b:.2f} | {a / b:.2f}× |", flush=True)
         measured[name] = a
-    spark.stop()
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - a driver that ran out of memory is gone already
+        pass
     if tumult is not None:
         report_tumult(args, tumult, measured)
 
