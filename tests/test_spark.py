@@ -363,16 +363,71 @@ def test_order_statistics_run_as_one_value_histogram_on_spark(pairs) -> None:
                   "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)"):
         assert "_vals0" in duck.rewritten_sql(query)
         spark_sql = duck.rewritten_sql(query, "spark")
-        assert "_pts" in spark_sql and "_vals0" not in spark_sql and "_multi" not in spark_sql
+        assert "_h AS" in spark_sql and "_vals0" not in spark_sql and "_multi" not in spark_sql
 
 
-def test_public_key_domain_is_broadcast_after_a_semi_join(pairs) -> None:
-    """Spark's form of a public key domain: each per-group relation is cut to the domain's keys
-    (a semi-join on the broadcast keys), then broadcast into the left join from the keys."""
+@pytest.mark.parametrize("query", [
+    "SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_MEDIAN(age) FROM adult WHERE age > 1000 WITH (epsilon = 1)",
+    "SELECT sex, DP_QUANTILE(age, 0.9) FROM adult GROUP BY sex WITH (epsilon = 0.01)",
+    "SELECT race, DP_MIN(hours_per_week), DP_MAX(hours_per_week) FROM adult GROUP BY race WITH (epsilon = 1)",
+    "SELECT DP_MIN(hours_per_week), DP_MEDIAN(age) FROM adult WHERE age > 40 WITH (epsilon = 1)",
+])
+def test_exponential_ranks_come_back_as_a_value_histogram(pairs, query: str) -> None:
+    """Spark's form of the exponential mechanism's order statistics: the value histogram alone,
+    collected per group (no window function, no second read of the histogram); the driver
+    computes the ranks and the window, and the rows equal DuckDB's window of ranks. A wide
+    column keeps the window in SQL: its histogram may hold a value per row."""
+    duck, spark = pairs["adult"]
+    wide = duck.rewritten_sql("SELECT DP_MEDIAN(fnlwgt, 0, 1500000) FROM adult WITH (epsilon = 1)", "spark")
+    assert "__hist" not in wide and "__e_vd" in wide
+    spark_sql = duck.rewritten_sql(query, "spark")
+    assert "__hist" in spark_sql and "_e_vd" not in spark_sql and " OVER " not in spark_sql.split("__sq")[1]
+    check_same_statistics(pairs["adult"], query)
+    if "GROUP BY" not in query:  # the count comes from the histogram: no second pass for __stats
+        assert "__stats" not in spark_sql and "__n AS a0_n" in spark_sql
+    names, rows = exact(spark, query)
+    ranks = [v for row in rows for v in row if isinstance(v, list)]
+    assert all(len(r) < 200 for r in ranks)  # the window, not the whole histogram
+
+
+def test_public_key_domain_rows_are_kept_as_text(pairs) -> None:
+    """Spark's form of a public key domain of plain literals: the rows are copied as text (the
+    statement is otherwise the transpiled one); a domain with another literal is parsed, and the
+    statistics are DuckDB's either way."""
+    from dpsql.sql.target import SPARK
+
     duck, _ = pairs["adult"]
     query = "SELECT occupation, DP_COUNT(*), DP_MEDIAN(age) FROM adult GROUP BY occupation " \
-            "WITH (epsilon = 1, keys = ['Sales', 'Nowhere'])"
-    assert "BROADCAST" not in duck.rewritten_sql(query)
+            "WITH (epsilon = 1, keys = ['Sales', 'Nowhere', 'it''s', 'a\\b', 'x, y'])"
     spark_sql = duck.rewritten_sql(query, "spark")
-    assert "SELECT /*+ BROADCAST(`__stats`, `__sq1`) */ __keys.__k0" in spark_sql
-    assert spark_sql.count("LEFT SEMI JOIN VALUES ('Sales'), ('Nowhere') AS __kd(__k0)") == 2
+    assert "FROM VALUES ('Sales'), ('Nowhere'), ('it\\'s'), ('a\\\\b'), ('x, y') AS __keys(__k0)" in spark_sql
+    check_same_statistics(pairs["adult"], query)
+    plain = "SELECT occupation, age, DP_COUNT(*) FROM adult GROUP BY occupation, age " \
+            "WITH (epsilon = 1, keys = [['Sales', 30], ['Nowhere', 40]])"
+    sql = duck.prepare(plain).sql
+    assert SPARK.key_rows(sql)[1] is not None
+    assert "FROM VALUES ('Sales', 30), ('Nowhere', 40) AS __keys(__k0, __k1)" in duck.rewritten_sql(plain, "spark")
+    check_same_statistics(pairs["adult"], plain)
+
+
+def test_statements_run_with_the_sessions_parallelism_as_shuffle_partitions(spark, pairs) -> None:
+    """dpsql's statements run with spark.sql.shuffle.partitions = the session's default
+    parallelism; the owner's setting is back afterwards."""
+    _, con = pairs["adult"]
+    seen = []
+    real = spark.sql
+
+    def spy(sql, *args, **kwargs):
+        seen.append(spark.conf.get("spark.sql.shuffle.partitions"))
+        return real(sql, *args, **kwargs)
+
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    con.engine.session = type("S", (), {"sql": staticmethod(spy), "conf": spark.conf})()
+    try:
+        con.engine.statistics(con.prepare("SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1)").sql)
+    finally:
+        con.engine.session = spark
+    assert seen == [str(spark.sparkContext.defaultParallelism)] == [str(con.engine.shuffle_partitions)]
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+    spark.conf.set("spark.sql.shuffle.partitions", "2")

@@ -20,10 +20,12 @@ no writes, no UDF registration, no ``SET``), and every statement runs with
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import typing as t
 
 from dpsql.errors import BindError, ExecutionError
+from dpsql.mechanisms.exponential import histogram_window
 from dpsql.sql.target import SPARK
 
 if t.TYPE_CHECKING:
@@ -95,6 +97,8 @@ class SparkEngine:
         self.owns_session = False
         self._catalog: dict[str, dict[str, str]] = {}
         self._scratch: t.Any = None
+        #: ``spark.sql.shuffle.partitions`` while dpsql's statements run (None: the session's own)
+        self.shuffle_partitions: int | None = _parallelism(session)
         self._settle()
 
     def _settle(self) -> None:
@@ -153,14 +157,35 @@ class SparkEngine:
         except PySparkException as err:
             raise BindError(f"Spark cannot bind the query: {_first_line(err)}") from None
 
+    @contextlib.contextmanager
+    def _partitions(self) -> t.Iterator[None]:
+        """:attr:`shuffle_partitions` for the statement run inside; the session's value after.
+
+        Spark's default (200) suits shuffles of whole tables on a cluster; a statistics
+        statement mostly shuffles partial aggregates (a row per group, or per group and
+        distinct value, from each task), where each extra partition is a file per task and a
+        task to schedule: a fixed cost of the order of the query itself on a small cluster.
+        """
+        if self.shuffle_partitions is None:
+            yield
+            return
+        key = "spark.sql.shuffle.partitions"
+        before = self.session.conf.get(key)
+        self.session.conf.set(key, str(self.shuffle_partitions))
+        try:
+            yield
+        finally:
+            self.session.conf.set(key, before)
+
     def statistics(self, sql: str) -> tuple[list[str], Rows]:
         """Run a statistics statement (Spark SQL): its column names and rows (exact: never shown)."""
-        frame = self._analysed(sql)
-        try:
-            rows = frame.collect()
-        except Exception:  # any error while reading rows: withheld
-            raise ExecutionError(STATISTICS_FAILED) from None
-        return list(frame.columns), [tuple(_plain(v) for v in row) for row in rows]
+        with self._partitions():
+            frame = self._analysed(sql)
+            try:
+                rows = frame.collect()
+            except Exception:  # any error while reading rows: withheld
+                raise ExecutionError(STATISTICS_FAILED) from None
+        return list(frame.columns), [tuple(_finished(_plain(v)) for v in row) for row in rows]
 
     def public(self, sql: str) -> "pa.Table":
         """Run a query that reads public tables only (Spark SQL)."""
@@ -195,6 +220,24 @@ class SparkEngine:
         if self.owns_session:
             self.owns_session = False
             self.session.stop()
+
+
+def _parallelism(session: t.Any) -> int | None:
+    """The number of tasks the session runs at once (its default parallelism: the cores of
+    ``local[n]`` or of the cluster's executors); None where it cannot be read (Spark Connect)."""
+    try:
+        return max(1, int(session.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect has no SparkContext
+        return None
+
+
+def _finished(value: t.Any) -> t.Any:
+    """A value as the DuckDB statement returns it: a collected value histogram (Spark's form of
+    the exponential mechanism's order statistics) becomes the window of ranks it stands for."""
+    if isinstance(value, dict) and "__hist" in value:
+        return histogram_window(value["__hist"] or [], float(value["__p"]), float(value["__upper"]),
+                                int(value["__reach"]))
+    return value
 
 
 def _first_line(err: BaseException) -> str:

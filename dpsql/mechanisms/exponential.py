@@ -273,6 +273,34 @@ WHERE e.__cum >= {p_} * e.__n - {d} - {reach}
 """
 
 
+def histogram_window(hist: t.Sequence[t.Mapping[str, t.Any]], p: float, upper: float,
+                     reach: int) -> list[dict[str, t.Any]] | None:
+    """What :func:`ranks_sql` returns for one group, from the group's value histogram: ``hist``
+    holds the distinct values ``v`` in ascending order with their counts ``c`` (an engine that
+    returns the histogram itself, see :meth:`dpsql.sql.target.SparkTarget.histogram_ranks`).
+
+    The same steps and the same double arithmetic as the SQL: cumulative counts, D bounded from
+    the values below U, the window widened by ``reach`` ranks, D from the window's values, the
+    window again. None for no values (a LIST of no rows).
+    """
+    cums, total = [], 0
+    for h in hist:
+        total += int(h["c"])
+        cums.append(total)
+    n, pn = total, p * float(total)
+    below = [abs(float(r) - pn) for h, r in zip(hist, cums) if float(h["v"]) < upper]
+    d = min(below) if below else pn
+
+    def inside(r: int, c: int, dist: float) -> bool:
+        return float(r) >= pn - dist - reach and float(r - c) <= pn + dist + reach
+
+    need = [(h, r) for h, r in zip(hist, cums) if inside(r, int(h["c"]), d)]
+    near = [abs(float(r) - pn) for h, r in need if float(h["v"]) < upper or r < n]
+    dist = min(d, min(near)) if near else d
+    out = [{"v": h["v"], "c": int(h["c"]), "r": r} for h, r in need if inside(r, int(h["c"]), dist)]
+    return out or None
+
+
 def rows_to_points(rows: t.Any) -> list[Point]:
     if not rows:
         return []

@@ -27,8 +27,12 @@ DuckDB form                          Spark form
 order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
 then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
 the window, in a second pass         :meth:`SparkTarget.value_histogram`
-``(VALUES ...) AS __keys LEFT JOIN   ``x`` cut to the keys by a semi-join on the broadcast keys,
-x`` (a public key domain)            then broadcast: :meth:`SparkTarget.broadcast_keys`
+``(VALUES ...) AS __keys`` (a        the same; rows of plain literals (numbers, simple strings, NULL,
+public key domain)                   booleans) are kept as text rather than parsed: :meth:`SparkTarget.key_rows`
+exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
+ranks (``__e_pts``, ``__e_vd``)      the driver computes the window: :meth:`SparkTarget.histogram_ranks`
+``__stats`` = ``COUNT(v)`` only,     each count read from v's collected histogram and ``__stats`` not
+without GROUP BY                     run: :meth:`SparkTarget.counts_from_histograms`
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
 ``QUALIFY``, ``UNNEST``, list        :mod:`dpsql.sql.target_joins` (truncation, joins, flat maps)
@@ -43,6 +47,8 @@ mechanisms' subqueries reuse CTE names, which Spark allows in nested scopes only
 """
 
 from __future__ import annotations
+
+import re
 
 import sqlglot
 from sqlglot import exp
@@ -85,6 +91,16 @@ _TRY_ARITHMETIC = {
 _WIDE = (exp.DataType.Type.INT128, exp.DataType.Type.UINT128)
 
 
+#: The key domain of the rewrite (``dpsql.engine.rewrite``): ``FROM (VALUES rows) AS __keys(``.
+_KEYS_OPEN, _KEYS_CLOSE = " FROM (VALUES ", ") AS __keys("
+#: A literal written alike in DuckDB and Spark SQL.
+_LITERAL = r"(?:-?\d+(?:\.\d+)?|'[^'\\]*'|NULL|TRUE|FALSE)"
+_SIMPLE_ROW = re.compile(rf"\({_LITERAL}(?:, {_LITERAL})*\)")
+_SIMPLE_ROWS = re.compile(rf"{_SIMPLE_ROW.pattern}(?:, {_SIMPLE_ROW.pattern})*")
+_STRINGS = re.compile(r"'[^']*'")
+_PLACEHOLDER = "'__dpsql_key_rows__'"
+
+
 def _fn(name: str, *args: exp.Expression) -> exp.Anonymous:
     return exp.Anonymous(this=name, expressions=list(args))
 
@@ -104,11 +120,21 @@ class SparkTarget(Target):
         spark_gate.check(query)
 
     def finish(self, sql: str) -> str:
+        short, holder, rows = self.key_rows(sql)
+        out = self.written(short)
+        if holder is not None and out.count(holder) == 1:
+            return out.replace(holder, rows)
+        return out if holder is None else self.written(sql)
+
+    def written(self, sql: str) -> str:
+        """The statement in Spark SQL, form by form (the table in the module's docstring)."""
         tree = sqlglot.parse_one(sql, read="duckdb")
+        for select in list(tree.find_all(exp.Select)):  # before value_histogram: bounded histograms only
+            self.histogram_ranks(select)
         for with_ in list(tree.find_all(exp.With)):
             self.value_histogram(with_)
-        for select in list(tree.find_all(exp.Select)):
-            self.broadcast_keys(select)
+        if isinstance(tree, exp.Select):
+            self.counts_from_histograms(tree)
         # innermost first: a QUALIFY nested in another one's FROM is rewritten before it is copied
         for select in [n for n in tree.walk(bfs=False) if isinstance(n, exp.Select)][::-1]:
             if select.args.get("qualify") is not None:
@@ -117,6 +143,27 @@ class SparkTarget(Target):
                 select.replace(new)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
+
+    def key_rows(self, sql: str) -> tuple[str, str | None, str]:
+        """A public key domain's rows, ``FROM (VALUES (...), ...) AS __keys(...)``, set aside
+        when every value is a literal written alike in both dialects (a number, a string without
+        quotes or backslashes inside, NULL, TRUE, FALSE): the statement with one placeholder row
+        instead, the placeholder, and the rows' text, put back as it is once the rest is
+        written for Spark. ``(sql, None, "")`` when there is no such domain.
+
+        Thousands of keys made most of the time of writing the statement (parsing, walking and
+        printing a node per value); a domain with any other literal goes through the parser.
+        """
+        head = sql.find(_KEYS_OPEN)
+        tail = sql.find(_KEYS_CLOSE, head) if head >= 0 else -1
+        if tail < 0:
+            return sql, None, ""
+        rows = sql[head + len(_KEYS_OPEN):tail]
+        widths = {r.count(",") for r in _SIMPLE_ROW.findall(rows)}
+        if _SIMPLE_ROWS.fullmatch(rows) is None or len(widths) != 1 or any("," in r for r in _STRINGS.findall(rows)):
+            return sql, None, ""
+        holder = "(" + ", ".join([_PLACEHOLDER] * (widths.pop() + 1)) + ")"
+        return sql[:head + len(_KEYS_OPEN)] + holder + sql[tail:], holder, rows
 
     def pretty(self, sql: str) -> str:
         return sqlglot.parse_one(sql, read=_SparkSQL).sql(dialect=_SparkSQL, pretty=True)
@@ -160,40 +207,6 @@ class SparkTarget(Target):
 
     # -- the forms ----------------------------------------------------------------------------
 
-    def broadcast_keys(self, select: exp.Select) -> None:
-        """``FROM (VALUES ...) AS __keys(...) LEFT JOIN x ON ...`` (a public key domain): each
-        ``x`` semi-joined to the keys first, then broadcast.
-
-        ``x`` holds one row per key of the data, which may be many more than the domain; the
-        semi-join (the keys broadcast) keeps at most one row per key of the domain, a size
-        fixed by the query and the policy, so broadcasting it cannot fail on some data and
-        saves the shuffles of a sort-merge join. The rows the left join keeps are the same.
-        """
-        source = select.args.get("from_", select.args.get("from"))
-        keys = source.this if source is not None else None
-        if not (isinstance(keys, exp.Values) and keys.alias == "__keys") or select.args.get("hint"):
-            return
-        broadcast = []
-        for join in select.args.get("joins") or []:
-            table, on = join.this, join.args.get("on")
-            if join.side != "LEFT" or join.kind or not isinstance(table, exp.Table) or on is None:
-                continue
-            name = table.alias_or_name
-            domain = keys.copy()
-            domain.set("alias", exp.TableAlias(this=exp.to_identifier("__kd"),
-                                               columns=[c.copy() for c in keys.args["alias"].columns]))
-            match = on.copy()
-            for col in match.find_all(exp.Column):
-                if col.table == "__keys":
-                    col.set("table", exp.to_identifier("__kd"))
-            inner = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(name))).from_(table.copy())
-            inner = inner.join(domain, on=match, join_type="LEFT SEMI")
-            inner.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=[exp.to_table("__kd")])]))
-            join.set("this", exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(name))))
-            broadcast.append(exp.to_table(name))
-        if broadcast:
-            select.set("hint", exp.Hint(expressions=[exp.JoinHint(this="BROADCAST", expressions=broadcast)]))
-
     def value_histogram(self, with_: exp.With) -> None:
         """The order-statistics CTEs of :func:`dpsql.sql.build.order_statistics` with one bucket
         per distinct value: one aggregate and one window over the rows, where the bucketed form
@@ -232,6 +245,102 @@ class SparkTarget(Target):
             source.this.set("this", single)
             for name in ("multi", "vals0", "vals"):
                 parts[name].pop()
+
+    def histogram_ranks(self, select: exp.Select) -> None:
+        """The exponential mechanism's order statistics (:func:`dpsql.mechanisms.exponential.ranks_sql`)
+        in one value-histogram form: the histogram ``__e_h`` (one row per group and distinct value)
+        collected per group, sorted, with the window's constants; no window function, no join.
+
+        The ranks, the distance D and the window's filter (the rest of ``ranks_sql``) are computed
+        from the histogram on the driver by :func:`dpsql.mechanisms.exponential.histogram_window`,
+        with the same arithmetic, so the rows equal DuckDB's. Spark's form of the other CTEs took a
+        shuffle for each window and ran the histogram twice (``__e_pts`` is read twice); this one is
+        the histogram's aggregate and a sort of its rows. Applies to DuckDB's own value-histogram
+        form only (whole numbers in a range of at most ``build.BUCKETS``: at most that many values
+        per group reach the driver), not to the bucketed form that :meth:`value_histogram` turns
+        into one bucket per distinct value, which may hold as many values as rows.
+        """
+        with_ = select.args.get("with_")
+        if with_ is None or select.args.get("joins") is None or len(select.expressions) < 1:
+            return
+        ctes = {c.alias: c for c in with_.expressions}
+        if set(ctes) != {"__e_h", "__e_hist", "__e_need", "__e_pts", "__e_vd"}:
+            return
+        column = select.expressions[-1]
+        where = select.args.get("where")
+        vd = ctes["__e_vd"].this
+        if not (isinstance(column, exp.Alias) and isinstance(column.this, exp.ArrayAgg) and where is not None
+                and isinstance(vd, exp.Select) and vd.find(exp.Filter) is not None):
+            return
+        first = where.this.find(exp.GTE) if isinstance(where.this, exp.And) else None
+        bound = vd.find(exp.Filter).find(exp.LT)
+        rank = first.expression if first is not None else None
+        if not (isinstance(rank, exp.Sub) and isinstance(rank.this, exp.Sub) and isinstance(rank.this.this, exp.Mul)
+                and isinstance(rank.expression, exp.Literal) and bound is not None):
+            return
+        p, reach, upper = rank.this.this.this, rank.expression, bound.expression
+        keys = [exp.column(k.name) for k in select.expressions[:-1]]
+        body = sqlglot.parse_one(
+            "SELECT {'__hist': LIST({'v': __lo, 'c': __c} ORDER BY __lo), '__p': 0, '__upper': 0, "
+            "'__reach': 0} FROM __e_h", read="duckdb")
+        values = {e.name: e for e in body.expressions[0].find_all(exp.PropertyEQ)}
+        values["__p"].set("expression", p.copy())
+        values["__upper"].set("expression", upper.copy())
+        values["__reach"].set("expression", reach.copy())
+        body.set("expressions", [*keys, exp.alias_(body.expressions[0], column.alias)])
+        if keys:
+            body = body.group_by(*[k.copy() for k in keys], copy=False)
+        body.set("with_", exp.With(expressions=[ctes["__e_h"].copy()]))
+        select.replace(body)
+
+    def counts_from_histograms(self, top: exp.Select) -> None:
+        """``__stats`` of an ungrouped query holding only ``COUNT(v)`` of values whose collected
+        histogram (:meth:`histogram_ranks`) a subquery returns: each count read from that
+        histogram's sum instead, and ``__stats`` not run (a whole pass over the rows less).
+
+        The histogram counts the non-NULL values of ``v`` in ``__src``, so its sum is
+        ``COUNT(v)`` (0 for no rows, as COUNT). ``SELECT *, __sq.c FROM __stats CROSS JOIN
+        __sq ...`` becomes ``SELECT <the counts>, __sq.*, __sq.c FROM __sq CROSS JOIN ...``: the
+        same columns in the same order. Any other shape is left as it is.
+        """
+        with_, source, joins = top.args.get("with_"), top.args.get("from_"), top.args.get("joins") or []
+        if with_ is None or source is None or not joins or not isinstance(top.expressions[0], exp.Star):
+            return
+        ctes = {c.alias: c for c in with_.expressions}
+        stats = ctes.get("__stats")
+        if not (isinstance(source.this, exp.Table) and source.this.name == "__stats" and stats is not None
+                and isinstance(stats.this, exp.Select) and not stats.this.args.get("group")
+                and all(j.kind == "CROSS" and isinstance(j.this, exp.Table) for j in joins)):
+            return
+        # value column → (subquery, its histogram column), for the collected histograms
+        found: dict[str, tuple[str, str]] = {}
+        for join in joins:
+            cte = ctes.get(join.this.name)
+            for select in cte.find_all(exp.Select) if cte is not None else ():
+                h = select.args.get("with_")
+                h = h.expressions[0] if h is not None and len(h.expressions) == 1 else None
+                column = select.expressions[-1] if select.expressions else None
+                if h is None or h.alias != "__e_h" or not isinstance(column, exp.Alias) \
+                        or not isinstance(column.this, exp.Struct) or "__hist" not in column.this.sql():
+                    continue
+                low = next((e for e in h.this.expressions if e.alias == "__lo"), None)
+                if isinstance(low, exp.Alias) and isinstance(low.this, exp.Column):
+                    found[low.this.name] = (join.this.name, column)
+        counts = []
+        for e in stats.this.expressions:
+            arg = e.this.this if isinstance(e, exp.Alias) and isinstance(e.this, exp.Count) else None
+            if not (isinstance(arg, exp.Column) and arg.name in found and not e.this.args.get("distinct")):
+                return
+            sub, column = found[arg.name]
+            counts.append(exp.alias_(sqlglot.parse_one(f"{sub}.{column.alias}.__n", read="duckdb"), e.alias))
+            if "__n" not in {p.name for p in column.this.expressions}:
+                column.this.append("expressions", exp.PropertyEQ(
+                    this=exp.to_identifier("__n"), expression=sqlglot.parse_one("COALESCE(SUM(__c), 0)", read="duckdb")))
+        every = [exp.Column(this=exp.Star(), table=exp.to_identifier(j.this.name)) for j in joins]
+        top.set("expressions", [*counts, *every, *top.expressions[1:]])
+        source.set("this", joins[0].this.copy())
+        joins[0].pop()
+        stats.pop()
 
     def total(self, node: exp.Expression) -> exp.Expression:
         """``TRY(x)``: the arithmetic in ``x`` as ``try_*`` functions, casts as ``TRY_CAST``."""
