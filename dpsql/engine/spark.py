@@ -181,11 +181,11 @@ class SparkEngine:
         """Run a statistics statement (Spark SQL): its column names and rows (exact: never shown)."""
         with self._partitions():
             frame = self._analysed(sql)
-            try:
-                rows = frame.collect()
-            except Exception:  # any error while reading rows: withheld
+            try:  # any error while reading rows, or while turning them into statistics: withheld
+                rows = [tuple(_finished(_plain(v)) for v in row) for row in frame.collect()]
+            except Exception:
                 raise ExecutionError(STATISTICS_FAILED) from None
-        return list(frame.columns), [tuple(_finished(_plain(v)) for v in row) for row in rows]
+        return list(frame.columns), rows
 
     def public(self, sql: str) -> "pa.Table":
         """Run a query that reads public tables only (Spark SQL)."""
