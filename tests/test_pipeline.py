@@ -28,8 +28,10 @@ def test_prepare_reads_no_data_and_charges_nothing(con) -> None:
     assert public.public and '"main"."education_levels"' in public.sql
 
 
-def test_explain_prepares_once(con, monkeypatch) -> None:
-    calls = []
+@pytest.fixture
+def plannings(monkeypatch) -> list[str]:
+    """The statements the connection plans (afresh), in order."""
+    calls: list[str] = []
     real = pipeline.prepare
 
     def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -37,21 +39,19 @@ def test_explain_prepares_once(con, monkeypatch) -> None:
         return real(*args, **kwargs)
 
     monkeypatch.setattr("dpsql.connection.prepare", counting)
+    return calls
+
+
+def test_explain_prepares_once(con, plannings) -> None:
+    calls = plannings
     res = con.sql("EXPLAIN SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1)")
     assert len(calls) == 1 and res.columns == ["explain"]
     assert con.budget.spent.epsilon == 0
 
 
-def test_a_connection_keeps_the_plans_of_statements_it_has_seen(con, monkeypatch) -> None:
+def test_a_connection_keeps_the_plans_of_statements_it_has_seen(con, plannings) -> None:
     """The same text is planned once; every run still reads the data and charges its budget."""
-    calls = []
-    real = pipeline.prepare
-
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr("dpsql.connection.prepare", counting)
+    calls = plannings
     sql = "SELECT sex, DP_COUNT(*) FROM adult GROUP BY sex WITH (epsilon = 0.25)"
     first, second = con.sql(sql).fetchall(), con.sql(sql).fetchall()
     assert len(calls) == 1 and con.prepare(sql) is con.prepare(sql)

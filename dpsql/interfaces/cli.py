@@ -46,6 +46,8 @@ def output_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dpsql.interfaces.engines import add_options as add_engine_options
+
     p = Parser(prog="dpsql", description="Differentially private SQL for DuckDB.")
     p.add_argument("database", nargs="*", metavar="DATABASE",
                    help="DuckDB database file (default: in memory), or Parquet/CSV/JSON files or a glob "
@@ -60,12 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
     p.add_argument("--set-budget", action="store_true",
                    help="change the ledger's total to the policy's budget (recorded in the ledger), then exit")
-    p.add_argument("--engine", choices=("duckdb", "spark"),
-                   help="where the statistics run (default: the policy's [engine] name, else duckdb); spark "
-                        "reads the policy's source files and the session's catalog (docs/spark.md)")
-    p.add_argument("--spark-master", metavar="URL",
-                   help="with --engine spark: the Spark master (default: the policy's [engine] master, else "
-                        "local[2]), or sc://host:port for Spark Connect")
+    add_engine_options(p)
     p.add_argument("--version", action="version", version="dpsql 0.1.0")
     return output_options(p)
 

@@ -21,6 +21,16 @@ if t.TYPE_CHECKING:
     from dpsql.privacy.policy import Policy
 
 
+def add_options(p: t.Any, verb: str = "reads", master_note: str = "") -> None:
+    """``--engine`` and ``--spark-master`` on the parser ``p`` (of ``dpsql`` or ``dpsql serve``)."""
+    p.add_argument("--engine", choices=("duckdb", "spark"),
+                   help="where the statistics run (default: the policy's [engine] name, else duckdb); spark "
+                        f"{verb} the policy's source files and the session's catalog (docs/spark.md)")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="with --engine spark: the Spark master (default: the policy's [engine] master, else "
+                        f"local[2]), or sc://host:port for Spark Connect{master_note}")
+
+
 def choose(engine: str | None, master: str | None, policy: Policy | None) -> tuple[str, str | None]:
     """The engine's name and, on Spark, its master URL: the command line's, else the policy's."""
     from dpsql.engine.spark_open import DEFAULT_MASTER

@@ -35,6 +35,7 @@ DEFAULT_PORT = 5433
 
 def build_parser() -> argparse.ArgumentParser:
     from dpsql.interfaces.console import Parser
+    from dpsql.interfaces.engines import add_options as add_engine_options
 
     p = Parser(prog="dpsql serve",
                description="Serve a DuckDB database (or tables on Spark) through dpsql over the PostgreSQL protocol.")
@@ -47,12 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads running dpsql work (default: twice the cores, 2 to 8)")
     p.add_argument("--processes", type=int, default=1,
                    help="server processes sharing the port (default 1; more needs a ledger file)")
-    p.add_argument("--engine", choices=("duckdb", "spark"),
-                   help="where the statistics run (default: the policy's [engine] name, else duckdb); spark "
-                        "serves the policy's source files and the session's catalog (docs/spark.md)")
-    p.add_argument("--spark-master", metavar="URL",
-                   help="with --engine spark: the Spark master (default: the policy's [engine] master, else "
-                        "local[2]), or sc://host:port for Spark Connect (needed for --processes above 1)")
+    add_engine_options(p, "serves", " (needed for --processes above 1)")
     p.add_argument("--demo", action="store_true", help="serve the bundled UCI Adult table and its policy")
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
