@@ -29,6 +29,11 @@ REFUSED = [
      "WITH (epsilon = 1)", "literal"),
     ("SELECT DP_COUNT(*) FROM adult WHERE workclass ILIKE '%x' ESCAPE '!' WITH (epsilon = 1)", "ESCAPE"),
     ("SELECT sex, DP_COUNT(*) FROM adult GROUP BY sex, md5(workclass) WITH (epsilon = 1)", "md5()"),
+    # a key named by its position or alias runs on Spark too
+    ("SELECT regexp_extract(workclass, '(a)', 1) AS w, DP_COUNT(*) FROM adult GROUP BY 1 WITH (epsilon = 1)",
+     "regexp_extract()"),
+    ("SELECT regexp_extract(workclass, '(a)', 1) AS w, DP_COUNT(*) FROM adult GROUP BY w WITH (epsilon = 1)",
+     "regexp_extract()"),
 ]
 
 ACCEPTED = [
@@ -37,6 +42,7 @@ ACCEPTED = [
     "SELECT DP_SUM(CASE WHEN age > 40 THEN abs(age - 40) ELSE 0 END, 0, 60) FROM adult WITH (epsilon = 1)",
     # post-processing runs in DuckDB, on the noisy rows: any allowed function
     "SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex HAVING regexp_matches(sex, '^M') WITH (epsilon = 1)",
+    "SELECT sex, concat(sex, ': ', DP_COUNT(*)) FROM adult GROUP BY sex WITH (epsilon = 1)",
 ]
 
 

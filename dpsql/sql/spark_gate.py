@@ -61,8 +61,9 @@ def check(query: exp.Expression) -> None:
         if key in _POST or value is None:
             continue
         roots.extend(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, exp.Expression))
-    for projection in query.expressions:
-        roots.extend(projection.find_all(DPAggregate))
+    for projection in query.expressions:  # a key (GROUP BY 1, an alias) runs there; the rest is post-processing
+        aggregates = list(projection.find_all(DPAggregate))
+        roots.extend(aggregates or [projection])
     for root in roots:
         for node in root.walk():
             _check_node(node)
