@@ -131,3 +131,23 @@ def test_the_cast_reads_no_file_and_holds_no_data(con: dpsql.Connection, tmp_pat
         caster.execute("SELECT * FROM read_csv(?)", [str(secret)])
     with pytest.raises(duckdb.Error):
         caster.execute("SET enable_external_access = true")
+
+
+def test_spark_broadcasts_the_statistics_to_the_key_domain() -> None:
+    """On Spark the aggregate (a row per group, the left join's right side) is broadcast to the
+    public keys: a hint, so the plan changes and the rows do not (tests/test_spark.py compares
+    them with DuckDB's)."""
+    import duckdb
+
+    import dpsql
+
+    raw = duckdb.connect()
+    raw.execute("CREATE TABLE big AS SELECT range % 100 AS x, range % 7 AS k FROM range(50)")
+    policy = {"budget": {"epsilon": 10}, "tables": {"big": {
+        "privacy_unit": "row", "columns": {"x": {"lower": 0, "upper": 100}, "k": {"keys": list(range(5))}}}}}
+    con = dpsql.connect(raw, policy)
+    spark_sql = con.rewritten_sql("SELECT k, DP_MEAN(x) FROM big GROUP BY k WITH (epsilon = 1)", "spark")
+    assert "SELECT /*+ BROADCAST(__stats) */ __keys.__k0" in spark_sql
+    assert "BROADCAST" not in con.prepare("SELECT k, DP_MEAN(x) FROM big GROUP BY k WITH (epsilon = 1)").sql
+    assert "BROADCAST" not in con.rewritten_sql("SELECT DP_MEAN(x) FROM big WITH (epsilon = 1)", "spark")
+    con.close()

@@ -27,8 +27,10 @@ DuckDB form                          Spark form
 order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
 then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
 the window, in a second pass         :meth:`SparkTarget.value_histogram`
-``(VALUES ...) AS __keys`` (a        the same; rows of plain literals (numbers, simple strings, NULL,
-public key domain)                   booleans) are kept as text rather than parsed: :meth:`SparkTarget.key_rows`
+``(VALUES ...) AS __keys`` (a        the same, with ``/*+ BROADCAST(__stats) */`` on the outer join
+public key domain)                   (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
+                                     (numbers, simple strings, NULL, booleans) are kept as text
+                                     rather than parsed: :meth:`SparkTarget.key_rows`
 exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
 ranks (``__e_pts``, ``__e_vd``)      the driver computes the window: :meth:`SparkTarget.histogram_ranks`
 ``__stats`` = ``COUNT(v)`` only,     each count read from v's collected histogram and ``__stats`` not
@@ -135,6 +137,7 @@ class SparkTarget(Target):
             self.value_histogram(with_)
         if isinstance(tree, exp.Select):
             self.counts_from_histograms(tree)
+            self.broadcast_statistics(tree)
         # innermost first: a QUALIFY nested in another one's FROM is rewritten before it is copied
         for select in [n for n in tree.walk(bfs=False) if isinstance(n, exp.Select)][::-1]:
             if select.args.get("qualify") is not None:
@@ -143,6 +146,19 @@ class SparkTarget(Target):
                 select.replace(new)
         tree = tree.transform(self._form, copy=False)
         return tree.sql(dialect=_SparkSQL)
+
+    def broadcast_statistics(self, select: exp.Select) -> None:
+        """``(VALUES keys) AS __keys LEFT JOIN __stats``: a ``BROADCAST(__stats)`` hint. The
+        aggregate holds a row per group and is the join's right side, which a left outer join may
+        broadcast: the keys are then joined where they are, with no shuffle of both sides (about
+        a fifth of the statement's time on local[2]). A hint changes the plan, not the result."""
+        source = select.args.get("from_")
+        joined = select.args.get("joins") or []
+        if source is None or not joined or not isinstance(source.this, exp.Values) \
+                or source.this.alias != "__keys":
+            return
+        if isinstance(joined[0].this, exp.Table) and joined[0].this.name == "__stats":
+            select.set("hint", exp.Hint(expressions=[_fn("BROADCAST", exp.column("__stats"))]))
 
     def key_rows(self, sql: str) -> tuple[str, str | None, str]:
         """A public key domain's rows, ``FROM (VALUES (...), ...) AS __keys(...)``, set aside
