@@ -257,6 +257,25 @@ def test_regex_error_channel_is_closed(spark, pairs) -> None:
     assert con.budget.spent == before
 
 
+def test_interval_error_channel_is_closed(spark, pairs) -> None:
+    """Spark's date arithmetic with an INTERVAL overflows with an error even with ANSI off: the
+    raw statement fails iff someone is 90. dpsql refuses INTERVAL on Spark; DuckDB runs it in TRY."""
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    probe = ("SELECT COUNT(*) FROM adult WHERE CASE WHEN age = {} THEN DATE'2020-01-01' + INTERVAL 100000000 YEAR "
+             "ELSE DATE'2020-01-01' END > DATE'2000-01-01'")
+    with pytest.raises(Exception, match="(?i)overflow"):  # noqa: B017 - Spark's error
+        spark.sql(probe.format(90)).collect()
+    assert spark.sql(probe.format(200)).collect()[0][0] == 32561  # no one is 200: no error
+    duck, con = pairs["adult"]
+    query = ("SELECT DP_COUNT(*) FROM adult WHERE CASE WHEN age = 90 THEN DATE '2020-01-01' + INTERVAL 100000000 YEAR "
+             "ELSE DATE '2020-01-01' END > DATE '2000-01-01' WITH (epsilon = 1)")
+    duck.prepare(query)
+    before = con.budget.spent
+    with pytest.raises(dpsql.BindError, match="INTERVAL.*Spark"):
+        con.sql(query)
+    assert con.budget.spent == before
+
+
 def test_error_channel_is_closed_under_ansi(spark, pairs) -> None:
     """Under ANSI mode, WHERE 100/(age-39) > 1 raises DIVIDE_BY_ZERO on Spark iff some age is 39.
     dpsql's statement answers it without error: the rows of age 39 are dropped (NULL)."""

@@ -12,13 +12,15 @@ allows. On Spark
 * ``split_part(s, ',', 0)`` fails on every row it sees, and a group reference in a replacement
   fails on a row that matches;
 * a backslash in a LIKE pattern is an escape character (on DuckDB it is an ordinary character
-  unless ``ESCAPE`` says otherwise), and one that escapes nothing fails on the first row.
+  unless ``ESCAPE`` says otherwise), and one that escapes nothing fails on the first row;
+* date and time arithmetic with an INTERVAL raises ``ARITHMETIC_OVERFLOW`` on a value that
+  overflows, whatever the ANSI setting.
 
 An error that happens only when some row exists tells whether it exists, at no cost (errors
 while reading charge nothing). So on Spark the expressions that run there (WHERE, GROUP BY,
 the arguments of DP aggregates, CTEs, subqueries and join conditions; not the post-processing,
 which runs in DuckDB) may call only the functions of :data:`SPARK_FUNCTIONS`, and LIKE or ILIKE
-only with a literal pattern without a backslash. The check runs after every refusal the query
+only with a literal pattern without a backslash, and no INTERVAL. The check runs after every refusal the query
 shares with DuckDB, so a query DuckDB refuses gets DuckDB's message on both engines.
 """
 
@@ -79,6 +81,10 @@ def _check_node(node: exp.Expression) -> None:
             raise BindError("on Spark a LIKE pattern must be a literal string without a backslash (a "
                             "backslash is an escape character there, an ordinary one on DuckDB)")
         return
+    if isinstance(node, exp.Interval):
+        raise BindError("INTERVAL arithmetic is not available in DP queries on Spark: there it fails on "
+                        "a value that overflows (even with ANSI off), which would tell whether the row "
+                        "exists; run this query on DuckDB")
     if isinstance(node, (exp.Glob, exp.SimilarTo)):
         raise BindError(f"{node.key.upper()} is not available in DP queries on Spark; run this query on DuckDB")
     if not isinstance(node, exp.Func) or isinstance(node, (*SYNTAX, exp.AggFunc, DPAggregate)):
