@@ -370,7 +370,7 @@ class SecureNoise(NoiseSource):
             return super().add_many(kind, values, scale)
         scale = _num("scale", scale)
         k, cast = (0, int) if kind.endswith("_int") else (grid_exponent(scale), float)
-        data = [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
+        data = _column(values, cast)
         if kind.startswith("laplace"):  # CKS20 on whole arrays, numpy imported on first use
             from dpsql.privacy import dlaplace
 
@@ -434,6 +434,21 @@ class SeededNoise(NoiseSource):
     def gaussian_array(self, sigma: float, size: int) -> _np.ndarray:
         """``size`` independent N(0, σ²) noise values (no value added)."""
         return self._gen.normal(0.0, _num("sigma", sigma), size)
+
+
+def _column(values: Sequence[float], cast: type) -> list:
+    """``values`` as a list of ``cast`` (int or float), refusing NaN and infinities as ``_num``
+    does; a numpy float array (a column of groups) is checked and converted in numpy."""
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and dtype.kind == "f" and getattr(values, "ndim", 0) == 1:
+        import numpy
+
+        finite = bool(numpy.isfinite(values).all())
+        if finite and cast is float:
+            return values.tolist()  # type: ignore[attr-defined]
+        if finite and bool((numpy.abs(values) < 2.0**53).all()):
+            return values.astype(numpy.int64).tolist()  # type: ignore[attr-defined]  # truncates, as int()
+    return [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
 
 
 @functools.lru_cache(maxsize=1)
