@@ -430,6 +430,32 @@ def test_public_key_domain_rows_are_kept_as_text(pairs) -> None:
     check_same_statistics(pairs["adult"], plain)
 
 
+#: Public key domains in the form that puts the keys into the aggregate (dpsql.sql.target_keys):
+#: keys with no rows, a NULL key (workclass has NULLs), two keys, every additive aggregate, a
+#: filter that leaves no row, and a shape that keeps the join (a median's subquery).
+KEYS_IN_AGGREGATE = [
+    "SELECT workclass, DP_COUNT(*), DP_SUM(age), DP_VAR(hours_per_week) FROM adult GROUP BY workclass "
+    "WITH (epsilon = 1, keys = ['Private', 'Nowhere', NULL])",
+    "SELECT sex, race, DP_MEAN(age) FROM adult GROUP BY sex, race "
+    "WITH (epsilon = 1, keys = [['Male', 'White'], ['Female', 'Nowhere'], ['Nowhere', 'Black']])",
+    "SELECT sex, DP_COUNT(*), DP_MEAN(age) FROM adult WHERE age > 200 GROUP BY sex "
+    "WITH (epsilon = 1, keys = ['Male', 'Female'])",
+    "SELECT education_num, DP_COUNT(*), DP_STDDEV(age) FROM adult GROUP BY education_num "
+    "WITH (mechanism = 'gaussian', epsilon = 1, delta = 1e-6, keys = [1, 2, 3, 99])",
+    "SELECT sex, DP_COUNT(*), DP_MEDIAN(age) FROM adult GROUP BY sex WITH (epsilon = 1, keys = ['Male', 'Nowhere'])",
+]
+
+
+@pytest.mark.parametrize("query", KEYS_IN_AGGREGATE)
+def test_public_keys_in_the_aggregate_give_the_left_joins_statistics(pairs, query: str) -> None:
+    """A key without rows gets NULL for every statistic, a key of the data outside the domain
+    is dropped, and NULL is a key like any other: the statistics are DuckDB's (left join) ones."""
+    duck, _ = pairs["adult"]
+    spark_sql = duck.rewritten_sql(query, "spark")
+    assert ("HAVING MAX(__kk) = 1" in spark_sql) is ("DP_MEDIAN" not in query)
+    check_same_statistics(pairs["adult"], query)
+
+
 def test_statements_run_with_the_sessions_parallelism_as_shuffle_partitions(spark, pairs) -> None:
     """dpsql's statements run with spark.sql.shuffle.partitions = the session's default
     parallelism; the owner's setting is back afterwards."""

@@ -182,7 +182,12 @@ class SparkEngine:
         with self._partitions():
             frame = self._analysed(sql)
             try:  # any error while reading rows, or while turning them into statistics: withheld
-                rows = [tuple(_finished(_plain(v)) for v in row) for row in frame.collect()]
+                atomic = [_atomic(f.dataType) for f in frame.schema.fields]
+                collected = frame.collect()
+                if all(atomic):  # numbers, strings, ...: already what DuckDB gives
+                    rows = [tuple(row) for row in collected]
+                else:
+                    rows = [tuple(v if a else _finished(_plain(v)) for v, a in zip(row, atomic)) for row in collected]
             except Exception:
                 raise ExecutionError(STATISTICS_FAILED) from None
         return list(frame.columns), rows
@@ -238,6 +243,16 @@ def _finished(value: t.Any) -> t.Any:
         return histogram_window(value["__hist"] or [], float(value["__p"]), float(value["__upper"]),
                                 int(value["__reach"]))
     return value
+
+
+def _atomic(data_type: t.Any) -> bool:
+    """Whether values of this Spark type come back from ``collect()`` as DuckDB's client gives
+    them (numbers, strings, booleans, dates, times, bytes): no conversion to run per value."""
+    from pyspark.sql import types as T
+
+    plain = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+             T.StringType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BinaryType, T.NullType)
+    return isinstance(data_type, plain)
 
 
 def _first_line(err: BaseException) -> str:

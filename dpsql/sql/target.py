@@ -56,7 +56,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from dpsql.sql import spark_gate
+from dpsql.sql import spark_gate, target_keys
 from dpsql.sql import target_joins as joins
 
 
@@ -137,7 +137,8 @@ class SparkTarget(Target):
             self.value_histogram(with_)
         if isinstance(tree, exp.Select):
             self.counts_from_histograms(tree)
-            self.broadcast_statistics(tree)
+            if not target_keys.keys_in_aggregate(tree):
+                self.broadcast_statistics(tree)
         # innermost first: a QUALIFY nested in another one's FROM is rewritten before it is copied
         for select in [n for n in tree.walk(bfs=False) if isinstance(n, exp.Select)][::-1]:
             if select.args.get("qualify") is not None:
