@@ -27,8 +27,10 @@ DuckDB form                          Spark form
 order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
 then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
 the window, in a second pass         :meth:`SparkTarget.value_histogram`
-``(VALUES ...) AS __keys`` (a        the same, with ``/*+ BROADCAST(__stats) */`` on the outer join
-public key domain)                   (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
+``(VALUES ...) AS __keys`` (a        the keys as rows of the aggregate's input, no join, when every
+public key domain)                   aggregate skips NULL inputs (:mod:`dpsql.sql.target_keys`); else
+                                     the join, with ``/*+ BROADCAST(__stats) */`` on it
+                                     (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
                                      (numbers, simple strings, NULL, booleans) are kept as text
                                      rather than parsed: :meth:`SparkTarget.key_rows`
 exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
