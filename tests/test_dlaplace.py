@@ -7,6 +7,7 @@ rejects a law that is slightly off, so a pass means something.
 
 from __future__ import annotations
 
+import decimal
 import math
 from fractions import Fraction
 
@@ -45,9 +46,11 @@ def fit_p(draws: np.ndarray, scale: float, cut: int | None = None) -> float:
     return float(chisquare(observed, expected).pvalue)
 
 
+@pytest.mark.parametrize("sampler", ["inversion", "cks20"])
 @pytest.mark.parametrize("scale", [Fraction(1), Fraction(3, 2), Fraction(1, 3), Fraction(7), Fraction(40, 3)])
-def test_discrete_laplace_has_the_exact_law(scale: Fraction) -> None:
-    draws = dlaplace.discrete_laplace(scale, N, seeded())
+def test_discrete_laplace_has_the_exact_law(scale: Fraction, sampler: str) -> None:
+    draw = dlaplace.discrete_laplace if sampler == "inversion" else dlaplace.cks20
+    draws = draw(scale, N, seeded())
     assert draws.dtype == np.int64 and draws.shape == (N,)
     assert fit_p(draws, float(scale)) > 1e-4
 
@@ -69,16 +72,20 @@ def test_the_fit_rejects_a_sampler_that_keeps_negative_zero(monkeypatch) -> None
         return returns | (values == 0), values, wide  # a negative zero is an attempt that ran
 
     monkeypatch.setattr(dlaplace, "_attempts", keeps_negative_zero)
-    draws = dlaplace.discrete_laplace(Fraction(1), N, seeded())
+    draws = dlaplace.cks20(Fraction(1), N, seeded())
+    assert fit_p(draws, 1.0) < 1e-6
+    monkeypatch.setattr(dlaplace, "_returned", lambda g, negative: np.arange(g.size))
+    draws = dlaplace.discrete_laplace(Fraction(1), N, seeded())  # the same rejection, by inversion
     assert fit_p(draws, 1.0) < 1e-6
 
 
-def test_a_grid_scale_has_the_exact_law() -> None:
+@pytest.mark.parametrize("sampler", ["inversion", "cks20"])
+def test_a_grid_scale_has_the_exact_law(sampler: str) -> None:
     """The scales of float releases have a numerator of up to 53 bits: the law at such a scale
     (about 2^31 units of the grid) in the cells of |y| by scale."""
     scale = Fraction(laplace_scale(1.0, 0.7)) / Fraction(2) ** grid_exponent(laplace_scale(1.0, 0.7))
-    assert scale.numerator > 2**32  # 64-bit words for U
-    draws = dlaplace.discrete_laplace(scale, N, seeded())
+    assert scale.numerator > 2**32 and scale < dlaplace.INVERSION_MAX  # 64-bit words for U; inversion
+    draws = (dlaplace.discrete_laplace if sampler == "inversion" else dlaplace.cks20)(scale, N, seeded())
     b = float(scale)
     edges = np.array([0.0, 0.25, 0.5, 1.0, 2.0, 4.0, np.inf]) * b  # P[|Y| in [a, c)] ≈ e^(-a/b) − e^(-c/b)
     counts, _ = np.histogram(np.abs(draws).astype(float), bins=edges)
@@ -107,13 +114,14 @@ def test_lanes_past_int64_finish_exactly_in_python_integers(monkeypatch) -> None
     """Lanes whose X = U + t·V would pass int64 finish in Python integers; forcing the limit down
     sends about e^-3 of the lanes there, and the law is unchanged."""
     monkeypatch.setattr(dlaplace, "INT64_MAX", 7)  # t = 2: V <= 2 in int64, V >= 3 in Python
-    draws = dlaplace.discrete_laplace(Fraction(2), N, seeded())
+    draws = dlaplace.cks20(Fraction(2), N, seeded())
     assert draws.dtype == object
     assert fit_p(np.array(draws.tolist()), 2.0) > 1e-4
 
 
 def test_a_denominator_past_int64_gives_zero() -> None:
     assert not dlaplace.discrete_laplace(Fraction(1, 2**70), 1000, seeded()).any()
+    assert not dlaplace.cks20(Fraction(1, 2**70), 1000, seeded()).any()
 
 
 def test_scales_that_do_not_fit_are_refused() -> None:
@@ -155,3 +163,62 @@ def test_secure_columns_come_from_the_array_sampler(monkeypatch) -> None:
     assert abs(out.var() / (2 * scale**2) - 1) < 0.08
     ints = noise.add_many("laplace_int", [3] * 10_000, 2.0)
     assert all(isinstance(v, int) for v in ints) and abs(np.mean(ints) - 3) < 0.2
+
+
+# -- inversion: the float path only certifies floors; the decimal path decides the rest ----------
+
+
+def test_the_float_ends_are_within_a_16th_of_the_margin() -> None:
+    """The margin's premise: x = −b·ln v at both ends of a lane's interval, as numpy computes it,
+    is within 2^−50 (relative) of the exact value, on words from every region (tiny, around ½,
+    near 1, and uniform), checked against 50-digit decimal logarithms."""
+    rng = np.random.Generator(np.random.PCG64(11))
+    top = 2**dlaplace.WORD
+    words = np.concatenate([
+        rng.integers(0, top, 3000),
+        rng.integers(1, 2**20, 500),  # V near 2^-53·small
+        top // 2 + rng.integers(-2**20, 2**20, 500),  # around ½
+        top - 1 - rng.integers(0, 2**20, 500),  # V near 1
+    ]).astype(np.int64)
+    b = Fraction(2**31 + 12345, 1)
+    x_end, x_start = dlaplace._ends(words, float(b))
+    worst = 0.0
+    with decimal.localcontext() as ctx:
+        ctx.prec = 50
+        for w, e, s_ in zip(words.tolist(), x_end.tolist(), x_start.tolist()):
+            for v, got in ((w + 1, e), (w, s_)):
+                if v == 0:
+                    assert got == math.inf
+                    continue
+                exact = -(decimal.Decimal(v) / decimal.Decimal(top)).ln() * decimal.Decimal(b.numerator)
+                if exact == 0:
+                    assert got == 0
+                    continue
+                worst = max(worst, float(abs((decimal.Decimal(got) - exact) / exact)))
+    assert worst < dlaplace.MARGIN / 16, worst
+
+
+@pytest.mark.parametrize("scale", [Fraction(3, 2), Fraction(40, 3)])
+def test_lanes_decided_in_decimal_have_the_exact_law(monkeypatch, scale: Fraction) -> None:
+    """With a margin so wide that the floats decide almost nothing, nearly every lane takes the
+    decimal path (more bits and digits until the floor is certain); the law is the same, and
+    values past the int64 limit come back as Python integers."""
+    monkeypatch.setattr(dlaplace, "MARGIN", 0.5)
+    monkeypatch.setattr(dlaplace, "INT64_MAX", int(3 * scale))
+    calls = []
+    real = dlaplace._exact_magnitude
+    monkeypatch.setattr(dlaplace, "_exact_magnitude", lambda *a: calls.append(1) or real(*a))
+    n = 20_000
+    draws = dlaplace.discrete_laplace(scale, n, seeded(5))
+    assert len(calls) > n // 2
+    assert draws.dtype == object and max(abs(v) for v in draws.tolist()) > 3 * scale
+    assert fit_p(np.array(draws.tolist(), dtype=np.int64), float(scale)) > 1e-4
+
+
+def test_the_decimal_path_reads_more_bits_when_it_must() -> None:
+    """A word whose interval holds the boundary e^(−g/b) (here w = 0: V below 2^−53, where the
+    logarithm is unbounded) is decided after more bits; the floor is then certain."""
+    words = iter([np.uint64(2**62).tobytes()])  # the next 64 bits of V: V in (2^-55, 2^-55 + 2^-117]
+    bits = dlaplace._Bits(lambda n: next(words))
+    g = dlaplace._exact_magnitude(0, Fraction(1), bits)
+    assert g == math.floor(55 * math.log(2))  # and the source is not read again: one word was enough
