@@ -508,7 +508,7 @@ CONTROLS += [
 ]
 
 # --- the release's array sampler of Laplace noise (dpsql.privacy.dlaplace) ---------------------
-# Columns of Laplace noise (grouped releases, key selection) come from CKS20 run on whole arrays;
+# Columns of Laplace noise (grouped releases, key selection) come from the array sampler (inversion);
 # these cases release through it, float (on the grid) and integer, and with the scale cut by 3.
 CASES += [
     AuditCase("laplace sum, noise from the array sampler",

@@ -114,8 +114,8 @@ class FastNoise(SeededNoise):
 
 
 class ArrayNoise(FastNoise):
-    """Laplace noise from the release's array sampler (:mod:`dpsql.privacy.dlaplace`, CKS20 on
-    whole arrays) on the inner source's generator; every other draw as :class:`FastNoise`.
+    """Laplace noise from the release's array sampler (:mod:`dpsql.privacy.dlaplace`: inversion
+    on whole arrays at these scales) on the inner source's generator; every other draw as :class:`FastNoise`.
     Draws come from blocks of the array sampler: its draws are independent, so handing them out
     one at a time has the law of one call per release."""
 
