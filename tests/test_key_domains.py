@@ -183,3 +183,4 @@ def test_only_null_skipping_aggregates_take_the_keys_into_the_aggregate() -> Non
     assert not form("SELECT __k0, COUNT(__v0) AS n FROM __src GROUP BY __k0",
                     " LEFT JOIN __sq ON __keys.__k0 IS NOT DISTINCT FROM __sq.__k0")
     assert not form("SELECT __k0, COUNT(__v0) AS n FROM __src GROUP BY __k0 HAVING COUNT(*) > 1")
+

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import threading
 import typing as t
 
 from dpsql.errors import BindError, ExecutionError
@@ -45,6 +46,10 @@ SETTINGS = (
 )
 
 Rows = list[tuple[t.Any, ...]]
+
+#: Statements running per session (by id), and the owner's shuffle partitions to put back.
+_RUNNING: dict[int, list[t.Any]] = {}
+_SHARED = threading.Lock()
 
 #: Spark SQL type names → the DuckDB names the binder and the rewrite use.
 _TYPES = {
@@ -165,17 +170,28 @@ class SparkEngine:
         statement mostly shuffles partial aggregates (a row per group, or per group and
         distinct value, from each task), where each extra partition is a file per task and a
         task to schedule: a fixed cost of the order of the query itself on a small cluster.
+
+        Statements of several threads (``dpsql serve``'s workers share a session) overlap: the
+        first one in saves the owner's value and the last one out puts it back.
         """
         if self.shuffle_partitions is None:
             yield
             return
-        key = "spark.sql.shuffle.partitions"
-        before = self.session.conf.get(key)
-        self.session.conf.set(key, str(self.shuffle_partitions))
+        key, session = "spark.sql.shuffle.partitions", self.session
+        with _SHARED:
+            entry = _RUNNING.get(id(session))
+            if entry is None:
+                entry = _RUNNING[id(session)] = [0, session.conf.get(key)]
+            entry[0] += 1
+            session.conf.set(key, str(self.shuffle_partitions))
         try:
             yield
         finally:
-            self.session.conf.set(key, before)
+            with _SHARED:
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del _RUNNING[id(session)]
+                    session.conf.set(key, entry[1])
 
     def statistics(self, sql: str) -> tuple[list[str], Rows]:
         """Run a statistics statement (Spark SQL): its column names and rows (exact: never shown)."""
