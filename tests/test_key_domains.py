@@ -176,6 +176,8 @@ def test_only_null_skipping_aggregates_take_the_keys_into_the_aggregate() -> Non
 
     assert form("SELECT __k0, COUNT(*) AS n, SUM(__v0 * 2) AS s, MIN(-__v0) AS lo FROM __src GROUP BY __k0")
     assert not form("SELECT __k0, SUM(1) AS n FROM __src GROUP BY __k0")
+    assert not form("SELECT __k0, COUNT(__k0) AS n FROM __src GROUP BY __k0")  # a key is not NULL on its row
+    assert not form("SELECT __k0, SUM(__k0 + 1) AS n FROM __src GROUP BY __k0")
     assert not form("SELECT __k0, COUNT(COALESCE(__v0, 0)) AS n FROM __src GROUP BY __k0")
     assert not form("SELECT __k0, COUNT(DISTINCT __v0) AS n FROM __src GROUP BY __k0")
     assert not form("SELECT __k0, AVG(__v0) AS n FROM __src GROUP BY __k0")

@@ -42,25 +42,25 @@ _STRICT_BINARY = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 _STRICT_UNARY = (exp.Paren, exp.Neg, exp.Cast, exp.TryCast, exp.Try)
 
 
-def _null_when_columns_are(node: exp.Expression) -> bool:
-    """Whether ``node`` is NULL on a row where every column it reads is NULL."""
+def _null_on_key_rows(node: exp.Expression, keys: list[str]) -> bool:
+    """Whether ``node`` is NULL on a key row, where every column but the keys is NULL."""
     if isinstance(node, exp.Column):
-        return isinstance(node.this, exp.Identifier) and not node.table
+        return isinstance(node.this, exp.Identifier) and not node.table and node.name not in keys
     if isinstance(node, _STRICT_UNARY):
-        return _null_when_columns_are(node.this)
+        return _null_on_key_rows(node.this, keys)
     if isinstance(node, _STRICT_BINARY):
-        return _null_when_columns_are(node.this) or _null_when_columns_are(node.expression)
+        return _null_on_key_rows(node.this, keys) or _null_on_key_rows(node.expression, keys)
     return False
 
 
-def _aggregate(node: exp.Expression) -> bool:
+def _aggregate(node: exp.Expression, keys: list[str]) -> bool:
     """COUNT(*), or COUNT/SUM/MIN/MAX (not DISTINCT) of an expression NULL on a key row."""
     if not isinstance(node, _SKIP_NULLS) or len(node.args.get("expressions") or []) > 0:
         return False
     arg = node.this
     if isinstance(node, exp.Count) and isinstance(arg, exp.Star):
         return True
-    return arg is not None and not isinstance(arg, exp.Distinct) and _null_when_columns_are(arg)
+    return arg is not None and not isinstance(arg, exp.Distinct) and _null_on_key_rows(arg, keys)
 
 
 def _parts(select: exp.Select) -> tuple[exp.Values, exp.CTE, list[str]] | None:
@@ -103,7 +103,7 @@ def _grouped_on(stats: exp.Select, names: list[str]) -> bool:
     for item in stats.expressions:
         if isinstance(item, exp.Column) and not item.table and item.name in names:
             continue
-        if not (isinstance(item, exp.Alias) and _aggregate(item.this)):
+        if not (isinstance(item, exp.Alias) and _aggregate(item.this, names)):
             return False
     return True
 
