@@ -24,11 +24,17 @@ def object_column(values: t.Iterable[t.Any], size: int) -> np.ndarray:
 
 
 class Groups(t.Sequence[t.Mapping[str, t.Any]]):
-    """The exact statistics of ``size`` groups, one object array per statistic name."""
+    """The exact statistics of ``size`` groups, one array per statistic name.
+
+    A column is an object array of Python values (NULL as None), or, when every value is a
+    number of that type and none is NULL, an int64 or float64 array: :meth:`array` hands out
+    the column as it is, :meth:`column` and the per-group mappings always the Python values.
+    """
 
     def __init__(self, columns: t.Mapping[str, np.ndarray], size: int) -> None:
         self.columns = dict(columns)
         self.size = size
+        self._objects: dict[str, np.ndarray] = {}
 
     @classmethod
     def of(cls, groups: t.Sequence[t.Mapping[str, t.Any]]) -> "Groups":
@@ -39,14 +45,23 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
         return cls({name: object_column((g.get(name) for g in groups), len(groups)) for name in names},
                    len(groups))
 
-    def column(self, name: str) -> np.ndarray:
-        """The statistic ``name`` of every group (``None`` where a group lacks it)."""
+    def array(self, name: str) -> np.ndarray:
+        """The statistic ``name`` of every group as it is held: int64, float64 or object."""
         col = self.columns.get(name)
         return col if col is not None else np.full(self.size, None, dtype=object)
 
+    def column(self, name: str) -> np.ndarray:
+        """The statistic ``name`` of every group as Python values (``None`` where a group lacks it)."""
+        col = self.array(name)
+        if col.dtype == object:
+            return col
+        if name not in self._objects:
+            self._objects[name] = col.astype(object)  # int64 → int, float64 → float
+        return self._objects[name]
+
     def numbers(self, name: str) -> np.ndarray:
         """The statistic as float64, NULL read as 0 (as :func:`dpsql.mechanisms.base.num`)."""
-        col = self.column(name)
+        col = self.array(name)
         if col.dtype != object:
             return col.astype(np.float64)
         return np.array([0.0 if x is None else x for x in col], dtype=np.float64) if self.size else \
@@ -64,18 +79,21 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
             return [self[j] for j in range(*i.indices(self.size))]
         if not -self.size <= i < self.size:
             raise IndexError(i)
-        return {name: col[i] for name, col in self.columns.items()}
+        return {name: self.column(name)[i] for name in self.columns}
 
 
 class ReleasedColumn(t.Sequence[tuple[t.Any, ReportEntry]]):
     """Released values of every group and the report of the column.
 
-    ``template`` is the report entry every group shares but for its interval, ``widths`` the
-    half-width of each group's interval (or None when it has none). As a sequence it is the
-    ``(value, entry)`` pairs :meth:`dpsql.mechanisms.base.Prepared.release_many` returns.
+    ``values`` is a list of Python values, or a numpy array of numbers (int64 or float64) that
+    the engine reads as a whole column; ``template`` is the report entry every group shares but
+    for its interval, ``widths`` the half-width of each group's interval (or None when it has
+    none). As a sequence it is the ``(value, entry)`` pairs
+    :meth:`dpsql.mechanisms.base.Prepared.release_many` returns, values as Python numbers.
     """
 
-    def __init__(self, values: list[t.Any], template: ReportEntry, widths: np.ndarray | None = None) -> None:
+    def __init__(self, values: list[t.Any] | np.ndarray, template: ReportEntry,
+                 widths: np.ndarray | None = None) -> None:
         self.values = values
         self.template = template
         self.widths = widths
@@ -94,6 +112,8 @@ class ReleasedColumn(t.Sequence[tuple[t.Any, ReportEntry]]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         value = self.values[i]
+        if isinstance(value, np.generic):
+            value = value.item()
         return value, dataclasses.replace(self.template, ci_half_width=self._width(i))
 
     def summary(self) -> ReportEntry:
