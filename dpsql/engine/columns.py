@@ -9,9 +9,10 @@ release reads whole columns. The row form (what another engine, or
 Both forms must give every mechanism exactly the values it would read from the rows, so the law
 of every released value is the same whichever form the statistics came in:
 
-* a statistic column is a numpy array: int64 or float64 when the column has no NULL and its
-  values are exactly those numbers (integers of at most 64 bits, HUGEINT that fits in int64,
-  FLOAT and DOUBLE), otherwise an object array of the Python values DuckDB's rows hold;
+* a statistic column is a numpy array: int64 or float64 when its values are exactly those
+  numbers (integers of at most 64 bits, HUGEINT that fits in int64, FLOAT and DOUBLE), with
+  NULL as 0 and a mask of the NULLs beside it, otherwise an object array of the Python values
+  DuckDB's rows hold;
 * a key column is an Arrow array of the type ``pyarrow.array`` infers from those Python values
   (what the output table of the row form has).
 
@@ -80,23 +81,38 @@ class Statistics:
     def values(self, j: int) -> np.ndarray:
         """Column ``j`` as a statistic: int64 or float64 where exact and without NULL, else the
         rows' Python values in an object array (NULL as None)."""
+        typed, nulls = self.stat(j)
+        if nulls is None:
+            return typed
+        out = typed.astype(object)
+        out[nulls] = None
+        return out
+
+    def stat(self, j: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Column ``j`` as a statistic and its NULLs: an int64 or float64 array with NULL as 0
+        and the mask of the NULLs (None when there are none), or, for other values, the rows'
+        Python values in an object array (NULL as None) and None."""
         col = self.columns[j]
         if not isinstance(col, pa.Array):
-            return col
-        if col.null_count == 0:
-            if col.type in _INTS:
-                return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-            if col.type in _FLOATS:
-                return col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            if j in self.hugeint:
-                try:
-                    return pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                    pass
+            return col, None
+        nulls = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
+        filled = pc.fill_null(col, 0) if col.null_count else col
+        typed = None
+        if col.type in _INTS:
+            typed = filled.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        elif col.type in _FLOATS:
+            typed = filled.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        elif j in self.hugeint:
+            try:
+                typed = pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                typed = None
+        if typed is not None:
+            return typed, nulls
         values = col.to_pylist()
         if j in self.hugeint:  # DuckDB's rows hold HUGEINT as Python int, Arrow as Decimal
             values = [None if v is None else int(v) for v in values]
-        return object_column(values, self.size)
+        return object_column(values, self.size), None
 
     def key(self, j: int) -> "pa.Array":
         """Column ``j`` as a released key: the Arrow array ``pa.array`` makes of the rows' values."""

@@ -80,8 +80,9 @@ def release(
     report: list[ReportEntry] = []
     for prep in plan.prepared:
         i = prep.agg.index
-        groups = Groups({name: stats.values(index[col]) for (a, name), col in rewritten.columns.items() if a == i},
-                        kept)
+        mine = {name: stats.stat(index[col]) for (a, name), col in rewritten.columns.items() if a == i}
+        groups = Groups({name: typed for name, (typed, _) in mine.items()}, kept,
+                        {name: nulls for name, (_, nulls) in mine.items()})
         released = prep.release_many(groups, noise)
         if isinstance(released, ReleasedColumn):
             arrays.append(column_array(released.values))

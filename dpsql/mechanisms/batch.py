@@ -27,13 +27,17 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
     """The exact statistics of ``size`` groups, one array per statistic name.
 
     A column is an object array of Python values (NULL as None), or, when every value is a
-    number of that type and none is NULL, an int64 or float64 array: :meth:`array` hands out
-    the column as it is, :meth:`column` and the per-group mappings always the Python values.
+    number of that type, an int64 or float64 array, with NULL held as 0 and marked in
+    ``nulls[name]`` (a boolean mask). :meth:`array` hands out a column as it is when it has no
+    NULL, :meth:`numbers` reads NULL as 0, :meth:`column` and the per-group mappings always
+    give the Python values (None for NULL).
     """
 
-    def __init__(self, columns: t.Mapping[str, np.ndarray], size: int) -> None:
+    def __init__(self, columns: t.Mapping[str, np.ndarray], size: int,
+                 nulls: t.Mapping[str, np.ndarray | None] | None = None) -> None:
         self.columns = dict(columns)
         self.size = size
+        self.nulls = {name: mask for name, mask in (nulls or {}).items() if mask is not None}
         self._objects: dict[str, np.ndarray] = {}
 
     @classmethod
@@ -46,24 +50,34 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
                    len(groups))
 
     def array(self, name: str) -> np.ndarray:
-        """The statistic ``name`` of every group as it is held: int64, float64 or object."""
+        """The statistic ``name`` of every group: int64 or float64 as held when it has no NULL,
+        else the Python values (an object array)."""
+        if name in self.nulls:
+            return self.column(name)
         col = self.columns.get(name)
         return col if col is not None else np.full(self.size, None, dtype=object)
 
     def column(self, name: str) -> np.ndarray:
         """The statistic ``name`` of every group as Python values (``None`` where a group lacks it)."""
-        col = self.array(name)
+        col = self.columns.get(name)
+        if col is None:
+            return np.full(self.size, None, dtype=object)
         if col.dtype == object:
             return col
         if name not in self._objects:
-            self._objects[name] = col.astype(object)  # int64 → int, float64 → float
+            out = col.astype(object)  # int64 → int, float64 → float
+            if name in self.nulls:
+                out[self.nulls[name]] = None
+            self._objects[name] = out
         return self._objects[name]
 
     def numbers(self, name: str) -> np.ndarray:
         """The statistic as float64, NULL read as 0 (as :func:`dpsql.mechanisms.base.num`)."""
-        col = self.array(name)
+        col = self.columns.get(name)
+        if col is None:
+            col = np.full(self.size, None, dtype=object)
         if col.dtype != object:
-            return col.astype(np.float64)
+            return col.astype(np.float64)  # NULLs are held as 0
         return np.array([0.0 if x is None else x for x in col], dtype=np.float64) if self.size else \
             np.zeros(0)
 
