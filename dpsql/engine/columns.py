@@ -59,6 +59,9 @@ class Statistics:
         #: indices of Arrow columns that were HUGEINT in DuckDB (Arrow decimal128(38, 0))
         self.hugeint = frozenset(hugeint)
 
+    def __len__(self) -> int:
+        return self.size
+
     @classmethod
     def from_rows(cls, names: t.Sequence[str], rows: t.Sequence[tuple[t.Any, ...]]) -> "Statistics":
         """The row form: each column an object array of the rows' values."""
