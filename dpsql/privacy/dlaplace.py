@@ -190,9 +190,10 @@ def discrete_laplace(scale: Fraction, n: int, source: RandomBytes = secure_bytes
         returns, values, big = _attempts(num, den, missing + missing * 3 // 4 + 16, bits)
         took = np.flatnonzero(returns)[:missing]
         out[filled:filled + took.size] = values[took]
-        for j, i in enumerate(took.tolist()):
-            if i in big:
-                wide[filled + j] = big[i]
+        if big:  # almost never: no per-lane Python loop otherwise
+            for j, i in enumerate(took.tolist()):
+                if i in big:
+                    wide[filled + j] = big[i]
         filled += took.size
     if not wide:
         return out
