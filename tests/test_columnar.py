@@ -181,3 +181,13 @@ def test_hugeint_sums_that_fit_are_int64(con: dpsql.Connection) -> None:
         assert stats.values(j).tolist() == [r[j] for r in rows]
     assert len(stats.hugeint) == 1
     assert stats.filter(np.array([True, False, True, False])).stat(3)[1] is None
+
+
+def test_an_unexpected_arrow_export_is_read_as_rows() -> None:
+    table = pa.table({"k": pa.array([1, 2], pa.int32()), "s": pa.array([b"\x01", b"\x02"], pa.binary())})
+    assert Statistics.from_arrow(table, ["INTEGER", "HUGEINT"]) is None
+    assert Statistics.from_arrow(table, ["INTEGER"]) is None
+    ok = pa.table({"k": pa.array([1, 2], pa.int32()), "s": pa.array([3, None], pa.decimal128(38, 0))})
+    stats = Statistics.from_arrow(ok, ["INTEGER", "HUGEINT"])
+    assert stats is not None and stats.values(1).tolist() == [3, None]
+    assert [type(v) for v in stats.values(1).tolist()] == [int, type(None)]

@@ -70,8 +70,11 @@ class Statistics:
         return cls(names, [object_column(col, size) for col in transposed], size)
 
     @classmethod
-    def from_arrow(cls, table: "pa.Table", types: t.Sequence[str]) -> "Statistics":
-        """The Arrow form of a DuckDB result whose column types satisfy :func:`arrow_types`."""
+    def from_arrow(cls, table: "pa.Table", types: t.Sequence[str]) -> "Statistics | None":
+        """The Arrow form of a DuckDB result whose column types satisfy :func:`arrow_types`, or
+        None if a column's Arrow type is not the one this module reads (then fetch rows)."""
+        if len(types) != table.num_columns or not all(map(_as_expected, types, table.schema.types)):
+            return None
         hugeint = [j for j, ty in enumerate(types) if str(ty).upper() == "HUGEINT"]
         return cls(table.column_names, [col.combine_chunks() for col in table.columns], table.num_rows, hugeint)
 
@@ -133,6 +136,22 @@ class Statistics:
                     pa.types.is_string_view(col.type):
                 return col.cast(pa.string())
         return pa.array(self.values(j).tolist())
+
+
+def _as_expected(duck: str, arrow: "pa.DataType") -> bool:
+    """Whether DuckDB's Arrow export of a column of type ``duck`` has the type read here."""
+    duck = str(duck).upper()
+    if duck == "HUGEINT":
+        return pa.types.is_decimal(arrow) and arrow.scale == 0
+    if duck.startswith("DECIMAL"):
+        return pa.types.is_decimal(arrow)
+    if duck == "VARCHAR":
+        return pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_string_view(arrow)
+    if duck == "BOOLEAN":
+        return pa.types.is_boolean(arrow)
+    if duck in ("FLOAT", "DOUBLE"):
+        return arrow in _FLOATS
+    return arrow in _INTS
 
 
 def column_array(values: t.Any) -> "pa.Array":

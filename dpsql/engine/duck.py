@@ -122,6 +122,7 @@ class DuckDBEngine:
             cur = self.connection.execute(sql)
             names = [d[0] for d in cur.description]
             types = [str(d[1]) for d in cur.description]
+            stats = None
             if arrow_types(types):
                 fetch = getattr(cur, "to_arrow_table", None) or cur.fetch_arrow_table
                 with warnings.catch_warnings():
@@ -129,7 +130,9 @@ class DuckDBEngine:
                     # relation API would refuse a connection with a result still open
                     warnings.simplefilter("ignore")
                     stats = Statistics.from_arrow(fetch(), types)
-            else:
+                if stats is None:  # an export this module does not read: run it again, as rows
+                    cur = self.connection.execute(sql)
+            if stats is None:
                 stats = Statistics.from_rows(names, cur.fetchall())
         except BIND_ERRORS as err:
             raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
