@@ -137,7 +137,9 @@ def release_ms_per_1000(con: t.Any, query: str, runs: int = 5) -> tuple[float, i
     prepared = con.prepare(query)
     if prepared.plan is None or not prepared.rewritten.keys:
         return None
-    names, rows = con.engine.statistics(prepared.sql)
+    # the statistics as the connection fetches them (columns from DuckDB)
+    fetch = getattr(con.engine, "statistics_columns", con.engine.statistics)
+    names, rows = fetch(prepared.sql)
     times = []
     for _ in range(runs + 1):
         start = time.perf_counter()

@@ -29,6 +29,9 @@ from dpsql.privacy.noise import NoiseSource, default_noise
 from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
 
+if t.TYPE_CHECKING:
+    from dpsql.engine.columns import Statistics
+
 #: Plans a connection keeps, most recently used first (:meth:`Connection.prepare`).
 PLANS_KEPT = 256
 
@@ -239,12 +242,14 @@ class Connection:
         if reused is not None:
             return reused
         self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
-        names, rows = self.engine.statistics(prepared.sql)
+        # as columns where the engine gives them (DuckDB), else as rows
+        fetch = getattr(self.engine, "statistics_columns", self.engine.statistics)
+        names, rows = fetch(prepared.sql)
         return self.release(prepared, names, rows)
 
     execute = sql
 
-    def release(self, prepared: PreparedQuery, names: list[str], rows: list[tuple[t.Any, ...]]) -> Result:
+    def release(self, prepared: PreparedQuery, names: list[str], rows: "t.Sequence[tuple[t.Any, ...]] | Statistics") -> Result:
         """Charge the budget for ``prepared`` and release the exact ``rows`` of its statistics query.
 
         The hook for statistics computed by another engine: ``rows`` (with column ``names``)

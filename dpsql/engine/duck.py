@@ -25,6 +25,8 @@ if t.TYPE_CHECKING:
     import pyarrow as pa
     from sqlglot import exp
 
+    from dpsql.engine.columns import Statistics
+
 #: DuckDB errors raised while binding (before reading data): their messages are safe to show.
 BIND_ERRORS = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
 
@@ -109,6 +111,35 @@ class DuckDBEngine:
             raise ExecutionError(STATISTICS_FAILED) from None
         return names, rows
 
+    def statistics_columns(self, sql: str) -> tuple[list[str], "Statistics"]:
+        """:meth:`statistics` as columns: fetched as Arrow when every column's type reads back
+        as DuckDB's rows do (:mod:`dpsql.engine.columns`), else as rows, converted."""
+        import warnings
+
+        from dpsql.engine.columns import Statistics, arrow_types
+
+        try:
+            cur = self.connection.execute(sql)
+            names = [d[0] for d in cur.description]
+            types = [str(d[1]) for d in cur.description]
+            stats = None
+            if arrow_types(types):
+                fetch = getattr(cur, "to_arrow_table", None) or cur.fetch_arrow_table
+                with warnings.catch_warnings():
+                    # "an extra copy of the rows": a few ms for 100,000 groups, and the
+                    # relation API would refuse a connection with a result still open
+                    warnings.simplefilter("ignore")
+                    stats = Statistics.from_arrow(fetch(), types)
+                if stats is None:  # an export this module does not read: run it again, as rows
+                    cur = self.connection.execute(sql)
+            if stats is None:
+                stats = Statistics.from_rows(names, cur.fetchall())
+        except BIND_ERRORS as err:
+            raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
+        except duckdb.Error:
+            raise ExecutionError(STATISTICS_FAILED) from None
+        return names, stats
+
     def public(self, sql: str) -> "pa.Table":
         """Run a query that reads public tables only."""
         import pyarrow as pa
@@ -126,7 +157,7 @@ class DuckDBEngine:
         except duckdb.Error as err:
             raise BindError(f"DuckDB cannot read the public table: {str(err).splitlines()[0]}") from None
 
-    def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
+    def post_process(self, outer: "exp.Select", columns: list[str], rows: "Rows | pa.Table") -> "pa.Table":
         """Run the post-processing SELECT on the noisy rows, in a DuckDB that holds nothing else."""
         if self._scratch is None:
             self._scratch = scratch_connection()
@@ -146,11 +177,15 @@ def scratch_connection() -> duckdb.DuckDBPyConnection:
 
 
 def post_process_in(scratch: duckdb.DuckDBPyConnection, outer: "exp.Select", columns: list[str],
-                    rows: Rows) -> "pa.Table":
-    """Run the post-processing SELECT ``outer`` on the noisy rows, as table ``__noisy`` of ``scratch``."""
+                    rows: "Rows | pa.Table") -> "pa.Table":
+    """Run the post-processing SELECT ``outer`` on the noisy rows (or the same as an Arrow table
+    with these ``columns``), as table ``__noisy`` of ``scratch``."""
     import pyarrow as pa  # imported on the first release (it is slow to import)
 
-    noisy = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
+    if isinstance(rows, pa.Table):
+        noisy = rows
+    else:
+        noisy = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
     scratch.register(NOISY, noisy)
     try:
         return scratch.sql(outer.sql(dialect="duckdb")).to_arrow_table()

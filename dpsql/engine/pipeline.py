@@ -21,6 +21,7 @@ from dpsql.errors import OptionError
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
+    from dpsql.engine.columns import Statistics
     from dpsql.engine.plan import Plan
     from dpsql.engine.release import Released
     from dpsql.engine.rewrite import Rewritten
@@ -44,7 +45,8 @@ class Engine(t.Protocol):
 
     def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...  # DuckDB SQL over public tables only
 
-    def post_process(self, outer: t.Any, columns: list[str], rows: list[tuple[t.Any, ...]]) -> "pa.Table": ...
+    # ``rows``: the noisy rows, or the same as an Arrow table
+    def post_process(self, outer: t.Any, columns: list[str], rows: "list[tuple[t.Any, ...]] | pa.Table") -> "pa.Table": ...
 
 
 @dataclass
@@ -170,12 +172,14 @@ def _database(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
 
 
 def release(
-    prepared: PreparedQuery, names: list[str], rows: list[tuple[t.Any, ...]], noise: "NoiseSource", engine: Engine
+    prepared: PreparedQuery, names: list[str], rows: "t.Sequence[tuple[t.Any, ...]] | Statistics",
+    noise: "NoiseSource", engine: Engine,
 ) -> tuple["pa.Table", "Released"]:
-    """The noisy output table of ``prepared`` from the exact rows of ``prepared.sql``.
+    """The noisy output table of ``prepared`` from the exact statistics of ``prepared.sql``.
 
-    Call only after the budget is charged. The rows must be exactly what ``prepared.sql``
-    returned (``names`` are its column names), from whichever engine ran it.
+    Call only after the budget is charged. ``rows`` must be exactly what ``prepared.sql``
+    returned (``names`` are its column names), from whichever engine ran it: its rows, or the
+    same statistics as columns (:class:`~dpsql.engine.columns.Statistics`).
     """
     from dpsql.engine.release import release as release_rows
 
@@ -192,20 +196,33 @@ def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "p
     assert bound.outer is not None
     columns = released.columns
     if bound.outer_columns is None:
-        return engine.post_process(bound.outer, columns, released.rows)
+        return engine.post_process(bound.outer, columns, released.table())
     # Only renaming (and key order): no need for a round trip through the engine.
     nkeys = len(bound.group_by)
     index = {name: i for i, name in enumerate(columns)}
-    data = released.data
-    table = pa.Table.from_arrays([pa.array(data[index[c]]) for c in bound.outer_columns], names=bound.output_names)
+    arrays = released.arrays
+    table = pa.Table.from_arrays([arrays[index[c]] for c in bound.outer_columns], names=bound.output_names)
     if nkeys and table.num_rows > 1:
-        table = table.take(pa.array(key_order_columns(data[:nkeys]), type=pa.int64()))
+        table = table.take(key_order_arrays(arrays[:nkeys]))
     return table
 
 
 def key_order(rows: list[tuple[t.Any, ...]], nkeys: int) -> list[int]:
     """Row indices in the order of the first ``nkeys`` columns, NULLs last."""
     return key_order_columns([[r[j] for r in rows] for j in range(nkeys)])
+
+
+def key_order_arrays(keys: "list[pa.Array]") -> "pa.Array":
+    """Indices (int64) in the order of the Arrow key columns ``keys``, NULLs last: sorted by
+    Arrow, or, for a key type Arrow cannot sort, as :func:`key_order_columns` sorts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        table = pa.Table.from_arrays(keys, names=[f"k{j}" for j in range(len(keys))])
+        return pc.sort_indices(table, sort_keys=[(f"k{j}", "ascending") for j in range(len(keys))]).cast(pa.int64())
+    except (pa.ArrowException, TypeError, ValueError):
+        return pa.array(key_order_columns([k.to_pylist() for k in keys]), type=pa.int64())
 
 
 def key_order_columns(keys: list[list[t.Any]]) -> list[int]:

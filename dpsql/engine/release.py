@@ -1,6 +1,7 @@
 """Release: turn the exact per-group statistics into noisy rows and a report.
 
-This runs after the ledger charge has committed. Group rows arrive from DuckDB; each group's
+This runs after the ledger charge has committed. Group statistics arrive from the engine (as
+columns from DuckDB, :mod:`dpsql.engine.columns`, or as rows); each group's
 key survives only if it is public or passes τ-thresholding; each DP aggregate's value is
 released by its mechanism. What comes out is the table ``__noisy(__k0.., __a0..)`` that the
 post-processing SELECT (HAVING / ORDER BY / LIMIT / expressions) runs on.
@@ -13,69 +14,87 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dpsql.engine.columns import Statistics, column_array
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
 from dpsql.mechanisms.base import Prepared, ReportEntry
-from dpsql.mechanisms.batch import Groups, ReleasedColumn, object_column
+from dpsql.mechanisms.batch import Groups, ReleasedColumn
 from dpsql.sql import build
 
 if t.TYPE_CHECKING:
+    import pyarrow as pa
+
     from dpsql.privacy.noise import NoiseSource
 
 
 @dataclass
 class Released:
     columns: list[str]
-    #: one list of values per column (keys, then one per DP aggregate)
-    data: list[list[t.Any]]
+    #: one Arrow array per column (keys, then one per DP aggregate)
+    arrays: list["pa.Array"]
     report: list[ReportEntry] = field(default_factory=list)
     groups_suppressed: int | None = None
 
     @property
+    def data(self) -> list[list[t.Any]]:
+        """One list of Python values per column."""
+        return [a.to_pylist() for a in self.arrays]
+
+    @property
     def rows(self) -> list[tuple[t.Any, ...]]:
         """The released rows as tuples."""
-        return list(zip(*self.data)) if self.data else []
+        return list(zip(*self.data)) if self.arrays else []
+
+    def table(self) -> "pa.Table":
+        """The released columns as the table ``__noisy`` that post-processing reads."""
+        import pyarrow as pa
+
+        return pa.Table.from_arrays(self.arrays, names=self.columns)
 
 
 def release(
-    plan: Plan, rewritten: Rewritten, names: list[str], rows: list[tuple[t.Any, ...]], noise: "NoiseSource"
+    plan: Plan, rewritten: Rewritten, names: list[str],
+    rows: "t.Sequence[tuple[t.Any, ...]] | Statistics", noise: "NoiseSource",
 ) -> Released:
-    """Apply every mechanism to every group row (``names`` are the result's column names).
+    """Apply every mechanism to every group (``names`` are the statistics' column names).
 
-    The rows are turned into columns once; key selection keeps groups by one mask over the
-    noisy counts, and each mechanism gets the columns of its statistics (:class:`Groups`), so
-    nothing here loops over groups in Python.
+    ``rows`` is the statistics query's rows, or the same statistics as columns
+    (:class:`~dpsql.engine.columns.Statistics`, what DuckDB returns); rows are turned into
+    columns once. Key selection keeps groups by one mask over the noisy counts, and each
+    mechanism gets the columns of its statistics (:class:`Groups`), so nothing here loops over
+    groups in Python: keys stay Arrow arrays, statistics numpy arrays.
     """
+    stats = rows if isinstance(rows, Statistics) else Statistics.from_rows(names, rows)
     index = {name: i for i, name in enumerate(names)}
     nkeys = len(rewritten.keys)
-    size = len(rows)
-    transposed = list(zip(*rows)) if rows else [() for _ in names]
-    columns = [object_column(col, size) for col in transposed]
+    size = stats.size
     if plan.selection is not None:
-        counts = [0 if c is None else int(c) for c in columns[index[rewritten.key_selection_column]].tolist()]
+        counts = stats.values(index[rewritten.key_selection_column])
+        if counts.dtype == object:
+            counts = [0 if c is None else int(c) for c in counts.tolist()]
         noisy_counts = plan.selection.part.add_many(counts, noise)
         mask = np.asarray(noisy_counts) >= plan.selection.threshold if size else np.zeros(0, dtype=bool)
-        columns = [col[mask] for col in columns]
-        kept = int(mask.sum())
-    else:
-        kept = size
-    columns_out: list[list[t.Any]] = [columns[j].tolist() for j in range(nkeys)]
+        stats = stats.filter(mask)
+    kept = stats.size
+    arrays = [stats.key(j) for j in range(nkeys)]
     report: list[ReportEntry] = []
     for prep in plan.prepared:
         i = prep.agg.index
-        groups = Groups({name: columns[index[col]] for (a, name), col in rewritten.columns.items() if a == i}, kept)
+        mine = {name: stats.stat(index[col]) for (a, name), col in rewritten.columns.items() if a == i}
+        groups = Groups({name: typed for name, (typed, _) in mine.items()}, kept,
+                        {name: nulls for name, (_, nulls) in mine.items()})
         released = prep.release_many(groups, noise)
         if isinstance(released, ReleasedColumn):
-            columns_out.append(list(released.values))
+            arrays.append(column_array(released.values))
             report.append(released.summary() if len(released) else _summarise([], prep))
         else:
-            columns_out.append([value for value, _ in released])
+            arrays.append(column_array([value for value, _ in released]))
             report.append(_summarise([entry for _, entry in released], prep))
     columns_names = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
     for entry in report:  # every line names the unit and the bounds it was released under
         entry.unit = plan.ctx.unit_note
     suppressed = size - kept if plan.selection is not None else None
-    return Released(columns=columns_names, data=columns_out, report=report, groups_suppressed=suppressed)
+    return Released(columns=columns_names, arrays=arrays, report=report, groups_suppressed=suppressed)
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:

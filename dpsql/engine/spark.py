@@ -225,7 +225,7 @@ class SparkEngine:
         except Exception as err:
             raise BindError(f"Spark cannot read the public table: {_first_line(err)}") from None
 
-    def post_process(self, outer: "exp.Select", columns: list[str], rows: Rows) -> "pa.Table":
+    def post_process(self, outer: "exp.Select", columns: list[str], rows: "Rows | pa.Table") -> "pa.Table":
         """The post-processing SELECT on the noisy rows, in a private DuckDB that holds nothing else."""
         from dpsql.engine.duck import post_process_in, scratch_connection
 

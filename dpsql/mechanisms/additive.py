@@ -199,12 +199,8 @@ class _AdditivePrepared(Prepared):
                 out = {name: cols.numbers(name) for name in self.parts}
             else:
                 n, c = cols.numbers("n"), self.center
-                raw = cols.column("s")
-                if c.is_integer() and all(isinstance(x, int) for x in raw):
-                    # Integer sums: Σv − c·n exactly in integers, rounded once.
-                    ints = np.array([int(x) for x in cols.column("n")], dtype=object)
-                    s1 = (raw.astype(object) - int(c) * ints).astype(np.float64)
-                else:
+                s1 = _integer_centred(cols, c) if c.is_integer() else None
+                if s1 is None:
                     s1 = cols.numbers("s") - c * n
                 out = {"n": n, "s1": s1}
                 if self.stat == "var":
@@ -222,17 +218,21 @@ class _AdditivePrepared(Prepared):
         raw moments, each kept inside the range the bounds allow (:meth:`part_range`)."""
         return {name: float(col[0]) for name, col in self.centred_columns(Groups.of([stats])).items()}
 
-    def _finish(self, noisy: dict[str, list[float]]) -> ReleasedColumn:
+    def _finish(self, noisy: dict[str, t.Any]) -> ReleasedColumn:
         """The released values of every group from the noisy parts (post-processing only)."""
         conf = self.ctx.confidence
         if self.stat == "count":
             part = self.parts["n"]
-            values = [x if x > 0 else 0 for x in map(int, noisy["n"])]
+            counts = noisy["n"]
+            if isinstance(counts, np.ndarray) and counts.dtype == np.int64:
+                values: t.Any = np.maximum(counts, 0)
+            else:
+                values = [x if x > 0 else 0 for x in map(int, counts)]
             return ReleasedColumn(values, self._report(part.sensitivity, part.scale, None),
                                   np.full(len(values), part.ci(conf)))
         if self.stat == "sum":
             part = self.parts["s"]
-            values = [float(x) for x in noisy["s"]]
+            values = np.asarray(noisy["s"], dtype=np.float64)
             return ReleasedColumn(values, self._report(part.sensitivity, part.scale, None),
                                   np.full(len(values), part.ci(conf)))
         arrays = {name: np.asarray(col, dtype=np.float64) for name, col in noisy.items()}
@@ -251,7 +251,7 @@ class _AdditivePrepared(Prepared):
         hn, hs = pn.ci(q), ps.ci(q)
         width = (hs + np.abs(mean - self.center) * hn) / np.maximum(denom - hn, 1.0)
         width = np.minimum(width, self.upper - self.lower)
-        return ReleasedColumn(mean.tolist(), self._report(ps.sensitivity, ps.scale, None,
+        return ReleasedColumn(mean, self._report(ps.sensitivity, ps.scale, None,
                                                           "ratio of noisy sum and noisy count"), width)
 
     def _var(self, noisy: dict[str, np.ndarray], conf: float) -> ReleasedColumn:
@@ -273,10 +273,10 @@ class _AdditivePrepared(Prepared):
         if self.agg.statistic == "stddev":
             sd = np.sqrt(value)
             width = np.max([np.abs(np.sqrt(x) - sd) for x in corners], axis=0)
-            return ReleasedColumn(sd.tolist(), self._report(ps2.sensitivity, ps2.scale, None,
+            return ReleasedColumn(sd, self._report(ps2.sensitivity, ps2.scale, None,
                                                             "sqrt of noisy sample variance"), width)
         width = np.max([np.abs(x - value) for x in corners], axis=0)
-        return ReleasedColumn(value.tolist(), self._report(ps2.sensitivity, ps2.scale, None,
+        return ReleasedColumn(value, self._report(ps2.sensitivity, ps2.scale, None,
                                                            "noisy count and centred moments"), width)
 
     def _report(self, sens: float | None, scale: float | None, width: float | None, note: str = "") -> ReportEntry:
@@ -342,3 +342,33 @@ class Gaussian(_Additive):
 def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:
     """:func:`dpsql.mechanisms.base.clamp` on a column: NaN → ``lo``, then into [lo, hi]."""
     return np.minimum(np.maximum(np.where(np.isnan(x), lo, x), lo), hi)
+
+
+#: Below this magnitude, Σv and c·n and their difference are exact in int64.
+_INT62 = 2**62
+
+
+def _integer_centred(cols: Groups, c: float) -> np.ndarray | None:
+    """Σv − c·n of every group exactly in integers, rounded once to float64, when every sum is
+    an integer (none NULL) and the centre ``c`` is whole; None otherwise.
+
+    In int64 when every term is below 2^62 in magnitude (then the difference is exact, and
+    int64 → float64 rounds to nearest as ``float(int)`` does), else in Python integers.
+    """
+    raw = cols.array("s")
+    if raw.dtype == np.int64:
+        n = cols.array("n")
+        if n.dtype == np.int64 and abs(c) < _INT62:
+            top = max(_magnitude(raw), abs(int(c)) * _magnitude(n))
+            if top < _INT62:
+                return (raw - np.int64(int(c)) * n).astype(np.float64)
+    raw = cols.column("s")
+    if not all(isinstance(x, int) for x in raw):
+        return None
+    ints = np.array([int(x) for x in cols.column("n")], dtype=object)
+    return (raw.astype(object) - int(c) * ints).astype(np.float64)
+
+
+def _magnitude(col: np.ndarray) -> int:
+    """The largest |x| of an int64 column (0 when empty), without int64's overflow at −2^63."""
+    return max(-int(col.min()), int(col.max())) if col.size else 0

@@ -24,11 +24,21 @@ def object_column(values: t.Iterable[t.Any], size: int) -> np.ndarray:
 
 
 class Groups(t.Sequence[t.Mapping[str, t.Any]]):
-    """The exact statistics of ``size`` groups, one object array per statistic name."""
+    """The exact statistics of ``size`` groups, one array per statistic name.
 
-    def __init__(self, columns: t.Mapping[str, np.ndarray], size: int) -> None:
+    A column is an object array of Python values (NULL as None), or, when every value is a
+    number of that type, an int64 or float64 array, with NULL held as 0 and marked in
+    ``nulls[name]`` (a boolean mask). :meth:`array` hands out a column as it is when it has no
+    NULL, :meth:`numbers` reads NULL as 0, :meth:`column` and the per-group mappings always
+    give the Python values (None for NULL).
+    """
+
+    def __init__(self, columns: t.Mapping[str, np.ndarray], size: int,
+                 nulls: t.Mapping[str, np.ndarray | None] | None = None) -> None:
         self.columns = dict(columns)
         self.size = size
+        self.nulls = {name: mask for name, mask in (nulls or {}).items() if mask is not None}
+        self._objects: dict[str, np.ndarray] = {}
 
     @classmethod
     def of(cls, groups: t.Sequence[t.Mapping[str, t.Any]]) -> "Groups":
@@ -39,16 +49,35 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
         return cls({name: object_column((g.get(name) for g in groups), len(groups)) for name in names},
                    len(groups))
 
-    def column(self, name: str) -> np.ndarray:
-        """The statistic ``name`` of every group (``None`` where a group lacks it)."""
+    def array(self, name: str) -> np.ndarray:
+        """The statistic ``name`` of every group: int64 or float64 as held when it has no NULL,
+        else the Python values (an object array)."""
+        if name in self.nulls:
+            return self.column(name)
         col = self.columns.get(name)
         return col if col is not None else np.full(self.size, None, dtype=object)
 
+    def column(self, name: str) -> np.ndarray:
+        """The statistic ``name`` of every group as Python values (``None`` where a group lacks it)."""
+        col = self.columns.get(name)
+        if col is None:
+            return np.full(self.size, None, dtype=object)
+        if col.dtype == object:
+            return col
+        if name not in self._objects:
+            out = col.astype(object)  # int64 → int, float64 → float
+            if name in self.nulls:
+                out[self.nulls[name]] = None
+            self._objects[name] = out
+        return self._objects[name]
+
     def numbers(self, name: str) -> np.ndarray:
         """The statistic as float64, NULL read as 0 (as :func:`dpsql.mechanisms.base.num`)."""
-        col = self.column(name)
+        col = self.columns.get(name)
+        if col is None:
+            col = np.full(self.size, None, dtype=object)
         if col.dtype != object:
-            return col.astype(np.float64)
+            return col.astype(np.float64)  # NULLs are held as 0
         return np.array([0.0 if x is None else x for x in col], dtype=np.float64) if self.size else \
             np.zeros(0)
 
@@ -64,18 +93,21 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
             return [self[j] for j in range(*i.indices(self.size))]
         if not -self.size <= i < self.size:
             raise IndexError(i)
-        return {name: col[i] for name, col in self.columns.items()}
+        return {name: self.column(name)[i] for name in self.columns}
 
 
 class ReleasedColumn(t.Sequence[tuple[t.Any, ReportEntry]]):
     """Released values of every group and the report of the column.
 
-    ``template`` is the report entry every group shares but for its interval, ``widths`` the
-    half-width of each group's interval (or None when it has none). As a sequence it is the
-    ``(value, entry)`` pairs :meth:`dpsql.mechanisms.base.Prepared.release_many` returns.
+    ``values`` is a list of Python values, or a numpy array of numbers (int64 or float64) that
+    the engine reads as a whole column; ``template`` is the report entry every group shares but
+    for its interval, ``widths`` the half-width of each group's interval (or None when it has
+    none). As a sequence it is the ``(value, entry)`` pairs
+    :meth:`dpsql.mechanisms.base.Prepared.release_many` returns, values as Python numbers.
     """
 
-    def __init__(self, values: list[t.Any], template: ReportEntry, widths: np.ndarray | None = None) -> None:
+    def __init__(self, values: list[t.Any] | np.ndarray, template: ReportEntry,
+                 widths: np.ndarray | None = None) -> None:
         self.values = values
         self.template = template
         self.widths = widths
@@ -94,6 +126,8 @@ class ReleasedColumn(t.Sequence[tuple[t.Any, ReportEntry]]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         value = self.values[i]
+        if isinstance(value, np.generic):
+            value = value.item()
         return value, dataclasses.replace(self.template, ci_half_width=self._width(i))
 
     def summary(self) -> ReportEntry:

@@ -316,9 +316,10 @@ def cks20(scale: Fraction, n: int, source: RandomBytes = secure_bytes) -> np.nda
         returns, values, big = _attempts(num, den, missing + missing * 3 // 4 + 16, bits)
         took = np.flatnonzero(returns)[:missing]
         out[filled:filled + took.size] = values[took]
-        for j, i in enumerate(took.tolist()):
-            if i in big:
-                wide[filled + j] = big[i]
+        if big:  # almost never: no per-lane Python loop otherwise
+            for j, i in enumerate(took.tolist()):
+                if i in big:
+                    wide[filled + j] = big[i]
         filled += took.size
     return _with_wide(out, wide)
 
@@ -337,7 +338,8 @@ def add_on_grid(values: t.Sequence[float], unit: Fraction, k: int,
                 source: RandomBytes = secure_bytes) -> list[float]:
     """Each (finite) value rounded to the nearest multiple of 2^k (ties to even), plus 2^k·Z with
     Z discrete Laplace of scale ``unit`` (the noise scale divided by 2^k; :func:`fits` must
-    hold): ``SecureNoise.laplace`` on the grid 2^k for a whole column."""
+    hold): ``SecureNoise.laplace`` on the grid 2^k for a whole column (a numpy array of
+    ``values`` gives a float64 array, a sequence a list)."""
     return place(values, discrete_laplace(unit, len(values), source), k)
 
 
@@ -346,20 +348,26 @@ def place(values: t.Sequence[float], z: np.ndarray, k: int) -> list[float]:
     released float is a function of the integer round(value/2^k) + z alone."""
     x = np.asarray(values, dtype=np.float64)
     if z.dtype == object:
-        return [_exact_on_grid(v, d, k) for v, d in zip(x.tolist(), z.tolist())]
+        exact = [_exact_on_grid(v, d, k) for v, d in zip(x.tolist(), z.tolist())]
+        return np.array(exact, dtype=np.float64) if isinstance(values, np.ndarray) else exact
     with np.errstate(over="ignore"):  # overflowing entries are redone exactly below
         base = np.rint(np.ldexp(x, -k))  # the nearest integer, exact while finite
         out = np.ldexp(base + z.astype(np.float64), k)  # both terms exact: one rounding
     for i in np.flatnonzero(~np.isfinite(base) | (np.abs(z) >= 2**53)):  # not exact as floats
         out[i] = _exact_on_grid(float(x[i]), int(z[i]), k)
-    return out.tolist()
+    return out if isinstance(values, np.ndarray) else out.tolist()
 
 
 def add_int(values: t.Sequence[int], unit: Fraction, source: RandomBytes = secure_bytes) -> list[int]:
     """Each integer plus discrete Laplace noise of scale ``unit`` (:func:`fits` must hold):
-    ``SecureNoise.laplace_int`` for a whole column."""
+    ``SecureNoise.laplace_int`` for a whole column (an int64 array of ``values`` gives an int64
+    array, or a list of Python integers in the rare case the sums pass 2^62; a sequence a list)."""
     z = discrete_laplace(unit, len(values), source)
     fit = z.dtype != object and (not z.size or int(np.abs(z).max()) < 2**62)
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        if fit and (not values.size or (-2**62 < int(values.min()) and int(values.max()) < 2**62)):
+            return values + z  # |sum| < 2^63
+        return [int(v) + int(d) for v, d in zip(values.tolist(), z.tolist())]
     if fit and -2**62 < min(values, default=0) and max(values, default=0) < 2**62:
         return (np.asarray(values, dtype=np.int64) + z).tolist()  # |sum| < 2^63
     return [int(v) + int(d) for v, d in zip(values, z.tolist())]

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from statistics import NormalDist
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpsql.privacy.gaussian import log_delta_unit, unit_sigma
 from dpsql.privacy.parallel import map_chunks
@@ -241,7 +241,8 @@ class NoiseSource:
 
     def add_many(self, kind: str, values: Sequence[float], scale: float) -> list[float]:
         """``values`` each with independent noise of ``kind`` (``laplace``, ``gaussian``,
-        ``laplace_int``, ``gaussian_int``) and the same scale: the same law as one call per value."""
+        ``laplace_int``, ``gaussian_int``) and the same scale: the same law as one call per value.
+        A source may return a numpy array (int64 or float64) for a numpy column of ``values``."""
         one = getattr(self, kind)
         return [one(v, scale) for v in values]
 
@@ -379,7 +380,8 @@ class SecureNoise(NoiseSource):
                 add = dlaplace.add_int if cast is int else functools.partial(dlaplace.add_on_grid, k=k)
                 return map_chunks(lambda chunk: add(chunk, unit), data, dlaplace.MIN_CHUNK)
 
-        def draw(chunk: list[float]) -> list[float]:
+        def draw(chunk: Any) -> list[float]:
+            chunk = chunk.tolist() if hasattr(chunk, "tolist") else chunk  # OpenDP reads lists
             return [cast(x) for x in _measurement(kind + "_vec", scale, k, len(chunk))(chunk)]
         return map_chunks(draw, data)  # long vectors in parallel chunks (dpsql.privacy.parallel)
 
@@ -436,18 +438,21 @@ class SeededNoise(NoiseSource):
         return self._gen.normal(0.0, _num("sigma", sigma), size)
 
 
-def _column(values: Sequence[float], cast: type) -> list:
+def _column(values: Sequence[float], cast: type) -> Any:
     """``values`` as a list of ``cast`` (int or float), refusing NaN and infinities as ``_num``
-    does; a numpy float array (a column of groups) is checked and converted in numpy."""
+    does; a numpy column of groups (int64 or float64) is checked and converted in numpy and
+    stays a numpy array (int64 for ``int``, float64 for ``float``), with the same values."""
     dtype = getattr(values, "dtype", None)
-    if dtype is not None and dtype.kind == "f" and getattr(values, "ndim", 0) == 1:
+    if dtype is not None and getattr(values, "ndim", 0) == 1 and dtype.kind in "if":
         import numpy
 
+        if dtype.kind == "i":  # int64 → float64 rounds to nearest, as float(int) does
+            return values.astype(numpy.int64 if cast is int else numpy.float64)  # type: ignore[attr-defined]
         finite = bool(numpy.isfinite(values).all())
         if finite and cast is float:
-            return values.tolist()  # type: ignore[attr-defined]
+            return values.astype(numpy.float64)  # type: ignore[attr-defined]
         if finite and bool((numpy.abs(values) < 2.0**53).all()):
-            return values.astype(numpy.int64).tolist()  # type: ignore[attr-defined]  # truncates, as int()
+            return values.astype(numpy.int64)  # type: ignore[attr-defined]  # truncates, as int()
     return [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
 
 

@@ -39,13 +39,26 @@ def _pool(pid: int, size: int) -> ThreadPoolExecutor:
 
 def map_chunks(draw: t.Callable[[list[T]], list[R]], values: list[T], min_chunk: int | None = None) -> list[R]:
     """``draw`` over consecutive chunks of ``values`` (at least ``min_chunk``, default
-    :data:`MIN_CHUNK`, each), results concatenated in order."""
+    :data:`MIN_CHUNK`, each), results concatenated in order (numpy arrays of numbers into one
+    array)."""
     n, size = len(values), workers()
     parts = min(size, n // (min_chunk or MIN_CHUNK))
     if parts < 2:
         return draw(values)
     step = -(-n // parts)
-    out: list[R] = []
-    for piece in _pool(os.getpid(), size).map(draw, [values[i:i + step] for i in range(0, n, step)]):
-        out.extend(piece)
+    pieces = list(_pool(os.getpid(), size).map(draw, [values[i:i + step] for i in range(0, n, step)]))
+    return _concatenate(pieces)
+
+
+def _concatenate(pieces: list[t.Any]) -> t.Any:
+    """The pieces in order: one numpy array when every piece is a numpy array of one kind of
+    number (int or float), else one list of their elements."""
+    kinds = {getattr(getattr(p, "dtype", None), "kind", None) for p in pieces}
+    if len(kinds) == 1 and kinds <= {"i", "f"}:
+        import numpy
+
+        return numpy.concatenate(pieces)
+    out: list[t.Any] = []
+    for piece in pieces:
+        out.extend(piece.tolist() if hasattr(piece, "tolist") else piece)
     return out
