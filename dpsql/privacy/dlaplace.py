@@ -266,9 +266,10 @@ def _inversion(scale: Fraction, n: int, bits: _Bits) -> tuple[np.ndarray, dict[i
         negative = (bits.u8(m) & np.uint8(1)).astype(bool)
         kept = _returned(g, negative)[:n - filled]
         out[filled:filled + kept.size] = np.where(negative, -g, g)[kept]
-        for j, i in enumerate(kept.tolist()):
-            if i in big:
-                wide[filled + j] = -big[i] if negative[i] else big[i]
+        if big:  # almost never: no per-lane Python loop otherwise
+            for j, i in enumerate(kept.tolist()):
+                if i in big:
+                    wide[filled + j] = -big[i] if negative[i] else big[i]
         filled += kept.size
     return out, wide
 
