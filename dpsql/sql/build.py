@@ -196,7 +196,9 @@ def order_statistics(values: Values, names: Scratch, near: str,
     (name → SQL over those columns; it may use windows over the group,
     ``OVER (partition_by(values.keys))``). The buckets meeting the window are expanded to their
     distinct values: a bucket with one value is exact as it is, the values of the others are
-    counted in a second pass over the rows inside their range.
+    counted in a second pass over the rows whose bucket number is one of theirs (a semi join
+    on the bucket: one hash probe per row; a value range bounded by scalar subqueries ran as
+    two nested-loop joins over every row, as long as the histogram itself).
 
     ``near`` says whether a rank range (``__cum`` − ``__c``, ``__cum``] meets the window; it may
     use ``__n`` and the ``extra`` columns. Two CTEs are for the caller:
@@ -227,7 +229,7 @@ def order_statistics(values: Values, names: Scratch, near: str,
   SELECT {kc}__b, __cum - __c AS __below, {carry}, __lo, __hi FROM {names.need} WHERE __lo < __hi
 ), {names.vals0} AS (
   SELECT {kc}{bucket} AS __b, {v} AS __val, COUNT(*) AS __c FROM {src}
-  WHERE {v} BETWEEN (SELECT MIN(__lo) FROM {names.multi}) AND (SELECT MAX(__hi) FROM {names.multi})
+  WHERE {bucket} IN (SELECT __b FROM {names.multi})
   GROUP BY ALL
 ), {names.vals} AS (
   SELECT {leading(ks, 'm')}m.__b, a.__val, a.__c, m.__below, {', '.join('m.' + c for c in carried)}
