@@ -330,10 +330,15 @@ class _QuantilePrepared(Prepared):
         return {"n": exp.Count(this=v.copy())}
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+        return self.order_subquery(self.order_values(source, keys, v))
+
+    def order_values(self, source: str, keys: list[str], v: str | None) -> build.Values:
         assert v is not None
-        values = build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
+        return build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
+
+    def order_subquery(self, values: build.Values) -> exp.Select:
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
-        return raw_select(sql, [*keys, self.column])
+        return raw_select(sql, [*values.keys, self.column])
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
         n = int(num(stats.get("n")))
