@@ -25,7 +25,7 @@ DuckDB form                          Spark form
 ``MEDIAN(x)``
 ``range(k)`` (a table of 0..k−1)     ``(SELECT id AS range FROM range(k))``
 order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
-then the values of those that meet   Spark plans the second pass and its scalar subqueries badly):
+then the values of those that meet   Spark plans the second pass badly):
 the window, in a second pass         :meth:`SparkTarget.value_histogram`
 ``(VALUES ...) AS __keys`` (a        the same, with ``/*+ BROADCAST(__stats) */`` on the outer join
 public key domain)                   (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
@@ -35,6 +35,8 @@ exponential mechanism's window of    the value histogram per group, sorted (one 
 ranks (``__e_pts``, ``__e_vd``)      the driver computes the window: :meth:`SparkTarget.histogram_ranks`
 ``__stats`` = ``COUNT(v)`` only,     each count read from v's collected histogram and ``__stats`` not
 without GROUP BY                     run: :meth:`SparkTarget.counts_from_histograms`
+``__hist``: one histogram for the    not generated (``shared_histogram = False``): the rewrite gives
+statement, ``__stats`` read from it  Spark the statement whose subquery builds its own histogram
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
                                      its temporary views); ``"db"."s"."t"`` is ``s.t``
 ``QUALIFY``, ``UNNEST``, list        :mod:`dpsql.sql.target_joins` (truncation, joins, flat maps)
