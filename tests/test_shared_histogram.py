@@ -24,6 +24,8 @@ POLICY = {
         "x": {"lower": 0, "upper": 1000},
         "a": {"lower": 0, "upper": 100},
         "w": {"lower": -5, "upper": 5},
+    }}, "u": {"privacy_unit": "pid", "max_rows_per_unit": 3, "columns": {
+        "x": {"lower": 0, "upper": 1000},
     }}},
 }
 
@@ -36,6 +38,8 @@ QUERIES = [
     "SELECT g, DP_MIN(w), DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, delta = 1e-6)",
     "SELECT DP_COUNT(*), DP_MAX(a) FROM t WITH (epsilon = 1)",
     "SELECT g, a > 50 AS old, DP_QUANTILE(x, 0.25) FROM t GROUP BY g, a > 50 WITH (epsilon = 1, delta = 1e-6)",
+    "SELECT DP_MEDIAN(x) FROM u WITH (epsilon = 1)",
+    "SELECT g, DP_MEDIAN(x) FROM u GROUP BY g WITH (epsilon = 1, keys = ['a', 'b', 'none'])",
 ]
 
 
@@ -59,6 +63,7 @@ def con():
         rows.append((g, x, a, w))
     rows += [("only_nulls", None, None, None)] * 5
     raw.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
+    raw.execute("CREATE TABLE u AS SELECT (hash(g, x, a, w) % 400)::INTEGER AS pid, g, x FROM t")
     c = dpsql.connect(raw, POLICY)
     yield c, raw
     c.close()
@@ -99,3 +104,14 @@ def test_spark_statement_keeps_its_own_form() -> None:
     from dpsql.sql.target import SPARK
 
     assert SPARK.shared_histogram is False
+
+
+@pytest.mark.parametrize("query,again", [
+    ("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1)", True),  # the histogram, then a second pass
+    ("SELECT g, DP_MEDIAN(a) FROM t GROUP BY g WITH (epsilon = 1, delta = 1e-6)", False),  # one pass
+    ("SELECT DP_MEDIAN(x) FROM u WITH (epsilon = 1)", False),  # truncated units: too costly to redo
+])
+def test_source_read_again_only_for_a_second_pass_over_a_plain_table(con, query: str, again: bool) -> None:
+    c, _ = con
+    sql = prepare(query, c.policy, c.engine).rewritten.sql
+    assert sql.startswith("WITH __src AS NOT MATERIALIZED (") is again

@@ -242,6 +242,11 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
 
     ctes = [f"{SRC} AS ({src})"]
     if shared is not None:
+        if not shared[1].one_per_bucket and not (by_id or bound.joined or bound.per_unit):
+            # Two readers of __src, the histogram and the second pass that waits for it: DuckDB
+            # would buffer every row of __src for the second; reading the table again is cheaper
+            # (10M rows: about 15% of the statement's time and a fifth of its memory).
+            ctes[0] = f"{SRC} AS NOT MATERIALIZED ({src})"
         ctes.append(f"{build.HIST} AS ({build.histogram(shared[1])})")
     ctes.append(f"{STATS} AS ({grouped})")
     subqueries = []
