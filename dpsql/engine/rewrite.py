@@ -29,11 +29,12 @@ NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from dpsql.engine.plan import Plan
+from dpsql.mechanisms.base import Prepared
 from dpsql.privacy.units import UnitBounds
 from dpsql.sql import build
 from dpsql.sql.build import BASE, KEYS, SRC, STATS
@@ -130,6 +131,43 @@ def truncate(rows: str, units: UnitBounds, keys: list[str]) -> str:
     return f"SELECT * EXCLUDE ({h}) FROM ({rows}) AS {build.UNTRUNCATED} QUALIFY {keep}"
 
 
+def _shared_histogram(plan: Plan, keys: list[str],
+                      counts: list[tuple[str, str, exp.Expression | None]]) -> tuple[Prepared, build.Values] | None:
+    """The aggregate whose order-statistics histogram ``__stats`` can be read from, with its
+    values, or None.
+
+    A subquery of order statistics (:meth:`Prepared.order_values`) aggregates the rows into a
+    histogram per group and bucket anyway. When every column of ``__stats`` is ``COUNT(*)`` or
+    ``COUNT(v)`` of that aggregate's value ``v``, the same histogram with the NULL values in a
+    bucket of their own (:func:`dpsql.sql.build.histogram`) holds them all as sums, and the
+    groups are the same: the statistics are then one aggregate of the rows, not two. The first
+    such aggregate is taken; any other statistic (a sum, a distinct count of units) leaves the
+    statement as it was.
+    """
+    for prep in plan.prepared:
+        if prep.agg.arg is None:
+            continue
+        v = build.value(prep.agg.index)
+        values = prep.order_values(SRC, keys, v)
+        if values is None:
+            continue
+        for _, _, expr in counts:
+            arg = expr.this if isinstance(expr, exp.Count) else None
+            if not (isinstance(arg, exp.Star) or (isinstance(arg, exp.Column) and not arg.table and arg.name == v)):
+                return None
+        return prep, values
+    return None
+
+
+def _counted(count: exp.Expression | None) -> str:
+    """``COUNT(*)`` or ``COUNT(v)`` of the rows, from the histogram :func:`_shared_histogram`
+    found: the sum of the counts of all buckets, or of the non-NULL ones (0 and BIGINT, as
+    COUNT)."""
+    assert isinstance(count, exp.Count)
+    only = "" if isinstance(count.this, exp.Star) else " FILTER (WHERE __b IS NOT NULL)"
+    return f"CAST(COALESCE(SUM(__c){only}, 0) AS BIGINT)"
+
+
 def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     """Build the single DuckDB statement for ``plan``, as ``target`` runs it (see
     :mod:`dpsql.sql.target`: the DuckDB statement is the reference form).
@@ -172,34 +210,52 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
         src = truncate(src, units, keys)
 
     out = Rewritten(sql="", keys=keys)
-    stats = list(keys)
+    # (column, its SQL over __src, its expression when it may be read from a histogram)
+    counts: list[tuple[str, str, exp.Expression | None]] = []
     for prep in plan.prepared:
         i = prep.agg.index
         v = exp.column(build.value(i)) if prep.agg.arg is not None else None
         for name, expr in prep.stats(v).items():
             col = build.stat(i, name)
             out.columns[(i, name)] = col
-            stats.append(f"{_sql(expr)} AS {col}")
+            counts.append((col, _sql(expr), expr))
     if plan.selection is not None:
         # What a key's count counts is what is protected: units for an id unit, else rows.
         out.key_selection_column = build.KEY_COUNT
         if by_id and units is not None and units.by_groups:  # the first row of each unit in the group
-            stats.append(f"COUNT(*) FILTER (WHERE {build.ROW_IN_GROUP} = 1) AS {build.KEY_COUNT}")
+            counts.append((build.KEY_COUNT, f"COUNT(*) FILTER (WHERE {build.ROW_IN_GROUP} = 1)", None))
         elif by_id:
-            stats.append(f"COUNT(DISTINCT {build.UNIT}) AS {build.KEY_COUNT}")
+            counts.append((build.KEY_COUNT, f"COUNT(DISTINCT {build.UNIT})", None))
         else:
-            stats.append(f"COUNT(*) AS {build.KEY_COUNT}")
-    if len(stats) == len(keys):  # nothing but keys: still count rows so the query is valid
-        stats.append(f"COUNT(*) AS {build.ROWS}")
-    grouped = f"SELECT {', '.join(stats)} FROM {SRC}"
+            counts.append((build.KEY_COUNT, "COUNT(*)", exp.Count(this=exp.Star())))
+    if not counts:  # nothing but keys: still count rows so the query is valid
+        counts.append((build.ROWS, "COUNT(*)", exp.Count(this=exp.Star())))
+    shared = _shared_histogram(plan, keys, counts) if target.shared_histogram else None
+    if shared is None:
+        stats = [*keys, *(f"{sql} AS {col}" for col, sql, _ in counts)]
+        grouped = f"SELECT {', '.join(stats)} FROM {SRC}"
+    else:
+        stats = [*keys, *(f"{_counted(expr)} AS {col}" for col, _, expr in counts)]
+        grouped = f"SELECT {', '.join(stats)} FROM {build.HIST}"
     if keys:
         grouped += f" GROUP BY {', '.join(keys)}"
 
-    ctes = [f"{SRC} AS ({src})", f"{STATS} AS ({grouped})"]
+    ctes = [f"{SRC} AS ({src})"]
+    if shared is not None:
+        if not shared[1].one_per_bucket and not (by_id or bound.joined or bound.per_unit):
+            # Two readers of __src, the histogram and the second pass that waits for it: DuckDB
+            # would buffer every row of __src for the second; reading the table again is cheaper
+            # (10M rows: about 15% of the statement's time and a fifth of its memory).
+            ctes[0] = f"{SRC} AS NOT MATERIALIZED ({src})"
+        ctes.append(f"{build.HIST} AS ({build.histogram(shared[1])})")
+    ctes.append(f"{STATS} AS ({grouped})")
     subqueries = []
     for prep in plan.prepared:
         i = prep.agg.index
-        q = prep.subquery(SRC, keys, build.value(i))
+        if shared is not None and shared[0] is prep:
+            q = prep.order_subquery(replace(shared[1], histogram=build.HIST))
+        else:
+            q = prep.subquery(SRC, keys, build.value(i))
         if q is not None:
             subqueries.append((build.subquery(i), [c for c in q.named_selects if c not in keys]))
             ctes.append(f"{build.subquery(i)} AS ({_sql(q)})")

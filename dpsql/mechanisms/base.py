@@ -55,7 +55,7 @@ from dpsql.errors import PrivacyError
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
-from dpsql.sql.build import RAW
+from dpsql.sql.build import RAW, Values
 from dpsql.sql.keywords import JOIN_OPTIONS, OPTION_KEYS
 from dpsql.sql.statistics import Statistic
 
@@ -185,6 +185,18 @@ class Prepared(abc.ABC):
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
         """An optional per-group SELECT over the CTE ``source`` (columns ``keys`` and ``v``)."""
         return None
+
+    def order_values(self, source: str, keys: list[str], v: str | None) -> "Values | None":
+        """The values whose order statistics (:func:`dpsql.sql.build.order_statistics`)
+        :meth:`subquery` computes, when that is what it computes; None otherwise. The rewrite may
+        then build their histogram once, read ``__stats`` from it, and ask
+        :meth:`order_subquery` for the subquery over it."""
+        return None
+
+    def order_subquery(self, values: "Values") -> exp.Select:
+        """:meth:`subquery` over ``values`` (from :meth:`order_values`, perhaps with
+        ``histogram`` set: the histogram is then read from that CTE)."""
+        raise NotImplementedError(f"{type(self).__name__} has no order statistics")
 
     @abc.abstractmethod
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:

@@ -57,8 +57,10 @@ SQL (per group, two passes over the source: :func:`dpsql.sql.build.order_statist
     A histogram of 4096 (``build.BUCKETS``) equal-width buckets over [L, U] (count, min, max;
     cumulative counts by a window function), an upper bound on D from it, and the buckets
     holding a rank of the window; then an exact histogram (GROUP BY value) of the rows of those buckets that hold
-    more than one distinct value, found through a value-range filter. A column with few
-    distinct values (ages) needs nothing from the second pass. Only the window's distinct
+    more than one distinct value, found by a semi join on the bucket number. A column with few
+    distinct values (ages) needs nothing from the second pass. On DuckDB the histogram is
+    built once for the whole statement and n is read from it (:meth:`order_values`; see
+    ``dpsql.engine.rewrite``): n is not a separate aggregate of the rows. Only the window's distinct
     values, with counts and cumulative ranks, come back: a few hundred numbers per group.
 """
 
@@ -330,10 +332,15 @@ class _QuantilePrepared(Prepared):
         return {"n": exp.Count(this=v.copy())}
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
+        return self.order_subquery(self.order_values(source, keys, v))
+
+    def order_values(self, source: str, keys: list[str], v: str | None) -> build.Values:
         assert v is not None
-        values = build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
+        return build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
+
+    def order_subquery(self, values: build.Values) -> exp.Select:
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
-        return raw_select(sql, [*keys, self.column])
+        return raw_select(sql, [*values.keys, self.column])
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
         n = int(num(stats.get("n")))

@@ -49,6 +49,9 @@ ROWS = "__rows"
 CHUNK = "__chunk"
 #: The alias of a subquery carried as verbatim text.
 RAW = "__q"
+#: The histogram of one DP aggregate's values, NULLs included, that ``__stats`` is read from
+#: (:func:`histogram`; ``dpsql.engine.rewrite``).
+HIST = "__hist"
 
 
 def key(j: int) -> str:
@@ -177,12 +180,45 @@ class Values:
     upper: float
     #: whether every value is a whole number (an integer column clipped to whole-number bounds)
     integer: bool = False
+    #: the CTE holding :func:`histogram` of these values, which the order statistics then read
+    #: instead of scanning ``source`` for it ("": they build their own)
+    histogram: str = ""
 
     @property
     def one_per_bucket(self) -> bool:
         """Whether a value histogram (GROUP BY value) has at most :data:`BUCKETS` rows per group:
         whole numbers in a range of at most that many."""
         return self.integer and self.upper - self.lower < BUCKETS
+
+
+def _bucket(values: Values, buckets: int = BUCKETS) -> str:
+    """⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own."""
+    scale = buckets / (values.upper - values.lower)
+    v = values.value
+    return f"CAST(FLOOR(({v} - {literal(values.lower, double=True)}) * {literal(scale, double=True)}) AS BIGINT)"
+
+
+def histogram(values: Values, *, nulls: bool = True, buckets: int = BUCKETS) -> str:
+    """The SELECT of the order statistics' histogram of ``values``, per group: the bucket
+    ``__b`` (the value itself when :attr:`Values.one_per_bucket`), the count ``__c``, the least
+    and greatest value ``__lo`` and ``__hi``. With ``nulls``, the rows whose value is NULL are
+    counted too, in a bucket NULL of their group: the histogram then also holds each group's
+    ``COUNT(*)`` (the sum of ``__c``) and ``COUNT(value)`` (the sum over the other buckets), so
+    a statement can read those counts from it rather than aggregating the rows again."""
+    src, v, kc = values.source, values.value, leading(values.keys)
+    where = "" if nulls else f" WHERE {v} IS NOT NULL"
+    if values.one_per_bucket:
+        return f"SELECT {kc}{v} AS __b, COUNT(*) AS __c, {v} AS __lo, {v} AS __hi FROM {src}{where} GROUP BY ALL"
+    return (f"SELECT {kc}{_bucket(values, buckets)} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi\n"
+            f"  FROM {src}{where} GROUP BY ALL")
+
+
+def _histogram_cte(values: Values, names: Scratch, buckets: int = BUCKETS) -> str:
+    """The CTE ``names.h``: the histogram of the non-NULL values, built here or read from the
+    shared one (:attr:`Values.histogram`, built with :data:`BUCKETS`)."""
+    if values.histogram and buckets == BUCKETS:
+        return f"{names.h} AS (\n  SELECT * FROM {values.histogram} WHERE __b IS NOT NULL\n)"
+    return f"{names.h} AS (\n  {histogram(values, nulls=False, buckets=buckets)}\n)"
 
 
 def order_statistics(values: Values, names: Scratch, near: str,
@@ -196,7 +232,9 @@ def order_statistics(values: Values, names: Scratch, near: str,
     (name → SQL over those columns; it may use windows over the group,
     ``OVER (partition_by(values.keys))``). The buckets meeting the window are expanded to their
     distinct values: a bucket with one value is exact as it is, the values of the others are
-    counted in a second pass over the rows inside their range.
+    counted in a second pass over the rows whose bucket number is one of theirs (a semi join
+    on the bucket: one hash probe per row; a value range bounded by scalar subqueries ran as
+    two nested-loop joins over every row, as long as the histogram itself).
 
     ``near`` says whether a rank range (``__cum`` − ``__c``, ``__cum``] meets the window; it may
     use ``__n`` and the ``extra`` columns. Two CTEs are for the caller:
@@ -210,24 +248,17 @@ def order_statistics(values: Values, names: Scratch, near: str,
     if values.one_per_bucket:
         return value_histogram(values, names, near, extra)
     src, v, ks = values.source, values.value, values.keys
-    scale = buckets / (values.upper - values.lower)
-
-    # ⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own
-    bucket = f"CAST(FLOOR(({v} - {literal(values.lower, double=True)}) * {literal(scale, double=True)}) AS BIGINT)"
-
+    bucket = _bucket(values, buckets)
     kc = leading(ks)
     carried = ["__n", *(extra or {})]
     carry = ", ".join(carried)
-    return f"""{names.h} AS (
-  SELECT {kc}{bucket} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi
-  FROM {src} WHERE {v} IS NOT NULL GROUP BY ALL
-), {_cumulative(values, names, extra)}, {names.need} AS (
+    return f"""{_histogram_cte(values, names, buckets)}, {_cumulative(values, names, extra)}, {names.need} AS (
   SELECT * FROM {names.hist} WHERE {near}
 ), {names.multi} AS (
   SELECT {kc}__b, __cum - __c AS __below, {carry}, __lo, __hi FROM {names.need} WHERE __lo < __hi
 ), {names.vals0} AS (
   SELECT {kc}{bucket} AS __b, {v} AS __val, COUNT(*) AS __c FROM {src}
-  WHERE {v} BETWEEN (SELECT MIN(__lo) FROM {names.multi}) AND (SELECT MAX(__hi) FROM {names.multi})
+  WHERE {bucket} IN (SELECT __b FROM {names.multi})
   GROUP BY ALL
 ), {names.vals} AS (
   SELECT {leading(ks, 'm')}m.__b, a.__val, a.__c, m.__below, {', '.join('m.' + c for c in carried)}
@@ -259,11 +290,9 @@ def value_histogram(values: Values, names: Scratch, near: str,
     """:func:`order_statistics` for whole numbers in a range of at most :data:`BUCKETS`: one
     pass, GROUP BY value, gives the exact histogram (a bucket per value), and every order
     statistic follows from its cumulative counts. Same CTEs and columns."""
-    src, v, kc = values.source, values.value, leading(values.keys)
+    kc = leading(values.keys)
     carry = ", ".join(["__n", *(extra or {})])
-    return f"""{names.h} AS (
-  SELECT {kc}{v} AS __b, COUNT(*) AS __c, {v} AS __lo, {v} AS __hi FROM {src} WHERE {v} IS NOT NULL GROUP BY ALL
-), {_cumulative(values, names, extra)}, {names.need} AS (
+    return f"""{_histogram_cte(values, names)}, {_cumulative(values, names, extra)}, {names.need} AS (
   SELECT * FROM {names.hist} WHERE {near}
 ), {names.pts} AS (
   SELECT {kc}__lo AS __val, __c, __cum, {carry} FROM {names.need}
