@@ -182,12 +182,18 @@ class _Totals:
     def __init__(self) -> None:
         self.last_id = 0
         self.sums = [Fraction(0), Fraction(0), Fraction(0)]
+        #: the sums as a Cost, while no entry was read since it was made
+        self._cost: Cost | None = Cost()
 
     def read(self, conn: sqlite3.Connection, name: str) -> Cost:
+        """The sums of every entry, reading (always) the entries added since the last read."""
         rows = conn.execute(
             "SELECT id, epsilon, delta, rho FROM ledger_entries WHERE id > ? ORDER BY id",
             (self.last_id,),
         ).fetchall()
+        if not rows and self._cost is not None:
+            return self._cost  # nothing new: the sums, and so their Cost, are unchanged
+        self._cost = None
         for row_id, *values in rows:
             if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
                 raise LedgerError(f"budget ledger {name} is corrupted: entry {row_id} costs {values!r}")
@@ -195,14 +201,20 @@ class _Totals:
                 self.sums[i] += Fraction(v)
             self.last_id = row_id
         try:
-            return Cost(*(float(x) for x in self.sums))
+            self._cost = Cost(*(float(x) for x in self.sums))
         except BudgetError as e:
             raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
+        return self._cost
 
 
-def _header_total(conn: sqlite3.Connection, name: str) -> Cost:
-    """The total the header records now (another process may have changed it)."""
-    row = conn.execute("SELECT total_epsilon, total_delta, total_rho FROM ledger_header").fetchone()
+_HEADER_TOTAL = "SELECT total_epsilon, total_delta, total_rho FROM ledger_header"
+
+
+def _header_total(conn: sqlite3.Connection, name: str, row: tuple[float, ...] | None = None) -> Cost:
+    """The total the header records now (another process may have changed it); ``row``: the
+    header's total columns, already read in the caller's transaction."""
+    if row is None:
+        row = conn.execute(_HEADER_TOTAL).fetchone()
     if row is None:
         raise LedgerError(f"budget ledger {name} is corrupted: it has no header row")
     try:
@@ -377,8 +389,12 @@ class Ledger:
             return 0
         amount = to_kind(cost, self.kind)
         with self._db("could not be charged") as conn, _immediate(conn):
-            total = _header_total(conn, self._name)
-            if not _same_total(total, self.budget.total):
+            row = conn.execute(_HEADER_TOTAL).fetchone()
+            opened = self.budget.total
+            # the very floats the ledger was opened with: unchanged (anything else is checked)
+            same = row == (opened.epsilon, opened.delta, opened.rho)
+            total = opened if same else _header_total(conn, self._name, row)
+            if not same and not _same_total(total, opened):
                 raise LedgerError(
                     f"the total of budget ledger {self._name} was changed to "
                     f"{format_total(total, self.kind)} after it was opened with "
