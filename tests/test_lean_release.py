@@ -219,3 +219,16 @@ def test_a_charge_sees_a_total_changed_and_charges_made_by_another_handle(tmp_pa
     assert a.spent().epsilon == pytest.approx(0.75)
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("statement", [
+    "SHOW TABLES", "  show all tables;", "\n\tDescribe adult", "desc TABLE adult ;", "sHoW adult",
+    "SHOW COLUMNS IN adult", "\u2003DESCRIBE \"adult\"", "\u017fHOW TABLES",  # ſ: IGNORECASE matches S
+])
+def test_catalog_statements_are_still_answered_before_the_binder(seeded_demo, statement) -> None:
+    from dpsql.describe import answer
+
+    con = seeded_demo(0)
+    res = answer(con, statement)
+    assert res is not None and len(res) >= 1 and res.report == []
+    assert answer(con, "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1)") is None
