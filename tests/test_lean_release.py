@@ -232,3 +232,32 @@ def test_catalog_statements_are_still_answered_before_the_binder(seeded_demo, st
     res = answer(con, statement)
     assert res is not None and len(res) >= 1 and res.report == []
     assert answer(con, "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1)") is None
+
+
+def test_a_charge_reads_the_header_and_the_new_entries_in_one_statement_and_counts_each_once(tmp_path) -> None:
+    path = str(tmp_path / "l.ledger")
+    budget = Budget(Cost(epsilon=1.0))
+    a = Ledger.open(path, budget, create=True)
+    b = Ledger.open(path, budget)
+    for _ in range(3):
+        b.charge(Cost(epsilon=0.25))  # a has read nothing yet: its charge reads all three
+    with pytest.raises(dpsql.BudgetError):
+        a.charge(Cost(epsilon=0.3))
+    assert a.charge(Cost(epsilon=0.25)) > 0 and a.spent().epsilon == pytest.approx(1.0)
+    b.close()
+    a.close()
+
+
+def test_a_header_removed_after_opening_refuses_the_charge(tmp_path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "l.ledger")
+    ledger = Ledger.open(path, Budget(Cost(epsilon=1.0)), create=True)
+    raw = sqlite3.connect(path)
+    raw.execute("DELETE FROM ledger_header")
+    raw.commit()
+    raw.close()
+    with pytest.raises(dpsql.LedgerError, match="no header row"):
+        ledger.charge(Cost(epsilon=0.1))
+    assert ledger.history() == []
+    ledger.close()

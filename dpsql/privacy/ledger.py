@@ -24,6 +24,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import typing as t
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -191,6 +192,10 @@ class _Totals:
             "SELECT id, epsilon, delta, rho FROM ledger_entries WHERE id > ? ORDER BY id",
             (self.last_id,),
         ).fetchall()
+        return self.add(rows, name)
+
+    def add(self, rows: list[tuple[t.Any, ...]], name: str) -> Cost:
+        """The sums after adding ``rows`` (id, ε, δ, ρ), the entries after the last one read."""
         if not rows and self._cost is not None:
             return self._cost  # nothing new: the sums, and so their Cost, are unchanged
         self._cost = None
@@ -208,6 +213,10 @@ class _Totals:
 
 
 _HEADER_TOTAL = "SELECT total_epsilon, total_delta, total_rho FROM ledger_header"
+#: a charge's one read: the header's total with each entry after a given id (NULLs if none)
+_HEADER_AND_NEW_ENTRIES = (
+    "SELECT h.total_epsilon, h.total_delta, h.total_rho, e.id, e.epsilon, e.delta, e.rho"
+    " FROM ledger_header AS h LEFT JOIN ledger_entries AS e ON e.id > ? WHERE h.id = 1 ORDER BY e.id")
 
 
 def _header_total(conn: sqlite3.Connection, name: str, row: tuple[float, ...] | None = None) -> Cost:
@@ -389,7 +398,9 @@ class Ledger:
             return 0
         amount = to_kind(cost, self.kind)
         with self._db("could not be charged") as conn, _immediate(conn):
-            row = conn.execute(_HEADER_TOTAL).fetchone()
+            # one statement reads the header's total and the entries added since the last read
+            read = conn.execute(_HEADER_AND_NEW_ENTRIES, (self._totals.last_id,)).fetchall()
+            row = read[0][:3] if len(read) >= 1 else None  # no row: no header (refused below)
             opened = self.budget.total
             # the very floats the ledger was opened with: unchanged (anything else is checked)
             same = row == (opened.epsilon, opened.delta, opened.rho)
@@ -399,7 +410,8 @@ class Ledger:
                     f"the total of budget ledger {self._name} was changed to "
                     f"{format_total(total, self.kind)} after it was opened with "
                     f"{format_total(self.budget.total, self.kind)}; open it again")
-            self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
+            entries = [r[3:] for r in read if r[3] is not None]
+            self.budget.check(self._totals.add(entries, self._name), amount)  # BudgetError: roll back
             if user_total is not None:
                 Budget(user_total).check(_spent_by(conn, self._name, user), amount)
             cur = conn.execute(
