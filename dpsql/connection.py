@@ -258,7 +258,9 @@ class Connection:
         """
         if prepared.plan is None:
             raise Error("a query on public tables has nothing to release")
-        amount = self._check_budget(prepared)
+        # The charge itself checks the amount against the durable ledger, in its transaction:
+        # no second read of the ledger before it (sql() checked before reading any data).
+        amount = self._amount(prepared)
         entry = self.ledger.charge(amount, query=prepared.text.strip(), detail="; ".join(prepared.plan.mechanisms))
         try:
             table, released = release(prepared, names, rows, self.noise, self.engine)
@@ -272,7 +274,7 @@ class Connection:
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
         result = Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
-                        confidence=prepared.bound.options.confidence, sources=report_sources(prepared))
+                        confidence=prepared.bound.options.confidence, sources=list(prepared.report_sources))
         self._keep(prepared, entry, result)
         return result
 
@@ -307,15 +309,20 @@ class Connection:
         with contextlib.suppress(Exception):
             self.ledger.store_release(key, entry, encode(result))
 
-    def _check_budget(self, prepared: PreparedQuery) -> Cost:
-        """The plan's cost in the ledger's kind, refused (BudgetError) if it exceeds what remains."""
+    def _amount(self, prepared: PreparedQuery) -> Cost:
+        """The plan's cost in the ledger's kind (OptionError if it has none); reads no ledger."""
         p = prepared.plan
         assert p is not None
         if p.cost.rho > 0 and self.ledger.kind != "zcdp" and not p.conversion_delta:
             raise OptionError(
                 "with rho, also give delta: the (ε, δ) budget is charged ρ + 2·sqrt(ρ·ln(1/δ)) at that δ"
             )
-        amount = to_kind(p.cost, self.ledger.kind, p.conversion_delta)
+        return to_kind(p.cost, self.ledger.kind, p.conversion_delta)
+
+    def _check_budget(self, prepared: PreparedQuery) -> Cost:
+        """The plan's cost in the ledger's kind, refused (BudgetError) if it exceeds what the
+        durable ledger says remains (read now, never from a copy kept by the connection)."""
+        amount = self._amount(prepared)
         self.ledger.budget.check(self.ledger.spent(), amount)
         return amount
 
@@ -376,19 +383,7 @@ def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
 def report_sources(prepared: PreparedQuery) -> list[int | None]:
     """For each output column, the index of the report entry of the DP aggregate it shows as
     released, or None (a group key, or an expression computed from the noisy values)."""
-    from sqlglot import exp
-
-    plan, outer = prepared.plan, prepared.bound.outer
-    if plan is None or outer is None:
-        return []
-    entry = {p.agg.index: j for j, p in enumerate(plan.prepared)}  # the report is in plan order
-    sources: list[int | None] = []
-    for proj in outer.expressions:
-        expr = proj.this if isinstance(proj, exp.Alias) else proj
-        name = expr.name if isinstance(expr, exp.Column) and not expr.table else ""
-        index = int(name[3:]) if name.startswith("__a") and name[3:].isdigit() else None
-        sources.append(entry.get(index) if index is not None else None)
-    return sources
+    return list(prepared.report_sources)
 
 
 def _missing_ledger(database: t.Any, policy: t.Any, pol: Policy) -> str:

@@ -35,6 +35,8 @@ _SCRATCH_SCHEMA = "dpsql_information_schema"
 
 def answer(con: t.Any, query: str) -> Result | None:
     """The answer to a catalog statement on ``con`` (a :class:`dpsql.Connection`), or None."""
+    if query.lstrip()[:4].upper() not in ("SHOW", "DESC"):  # what every pattern below starts with
+        return information_schema(con, query) if "information_schema" in query.lower() else None
     m = _SHOW_TABLES.match(query)
     if m:
         return show_all_tables(con) if m.group("all") else show_tables(con)

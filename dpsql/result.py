@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import typing as t
-from dataclasses import dataclass, field
 
 from dpsql.display import html_lines, html_table, render_table
+from dpsql.engine.output import OneRow
 from dpsql.errors import Error
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.report import ReportEntry, fmt
@@ -17,7 +17,6 @@ if t.TYPE_CHECKING:
     import pyarrow as pa
 
 
-@dataclass
 class Result:
     """The (already noisy) answer of a query.
 
@@ -26,34 +25,56 @@ class Result:
     output column to the index of the report entry of the DP aggregate it shows as released
     (``None`` for group keys and for expressions computed from the noisy values, whose
     accuracy the report does not give).
+
+    ``table`` is an Arrow table, or the one row of an ungrouped release
+    (:class:`~dpsql.engine.output.OneRow`), made an Arrow table the first time ``table`` is
+    read: the rows, columns and length are answered from the row itself.
     """
 
-    table: pa.Table
-    report: list[ReportEntry] = field(default_factory=list)
-    cost: Cost = field(default_factory=Cost)
-    notes: list[str] = field(default_factory=list)
-    #: the level of the report's intervals (the query's ``confidence`` option)
-    confidence: float = 0.95
-    sources: list[int | None] = field(default_factory=list)
-    _cursor: int = 0
-    _relation_connection: t.Any = field(default=None, repr=False, compare=False)
+    def __init__(
+        self,
+        table: "pa.Table | OneRow",
+        report: list[ReportEntry] | None = None,
+        cost: Cost | None = None,
+        notes: list[str] | None = None,
+        confidence: float = 0.95,
+        sources: list[int | None] | None = None,
+    ) -> None:
+        self._table = table
+        self.report: list[ReportEntry] = report if report is not None else []
+        self.cost = cost if cost is not None else Cost()
+        self.notes: list[str] = notes if notes is not None else []
+        #: the level of the report's intervals (the query's ``confidence`` option)
+        self.confidence = confidence
+        self.sources: list[int | None] = sources if sources is not None else []
+        self._cursor = 0
+        self._relation_connection: t.Any = None
+
+    @property
+    def table(self) -> "pa.Table":
+        """The rows as an Arrow table."""
+        if isinstance(self._table, OneRow):
+            self._table = self._table.to_arrow()
+        return self._table
 
     @property
     def columns(self) -> list[str]:
-        return list(self.table.column_names)
+        return list(self._table.column_names)
 
     @property
     def rowcount(self) -> int:
-        return self.table.num_rows
+        return self._table.num_rows
 
     def _rows(self) -> list[tuple[t.Any, ...]]:
-        cols = [self.table.column(i).to_pylist() for i in range(self.table.num_columns)]
+        if isinstance(self._table, OneRow):
+            return self._table.rows()
+        cols = [self._table.column(i).to_pylist() for i in range(self._table.num_columns)]
         return list(zip(*cols)) if cols else []
 
     def fetchall(self) -> list[tuple[t.Any, ...]]:
         """All remaining rows as tuples (like ``duckdb``'s ``fetchall``)."""
         rows = self._rows()[self._cursor:]
-        self._cursor = self.table.num_rows
+        self._cursor = self.rowcount
         return rows
 
     def fetchone(self) -> tuple[t.Any, ...] | None:
@@ -152,7 +173,7 @@ class Result:
         return iter(self._rows())
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return self.rowcount
 
     # -- display -----------------------------------------------------------------------------
 

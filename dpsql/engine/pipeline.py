@@ -13,9 +13,11 @@ the benchmarks and the tests use the same two functions.
 
 from __future__ import annotations
 
+import functools
 import typing as t
 from dataclasses import dataclass, field
 
+from dpsql.engine.output import OneRow
 from dpsql.errors import OptionError
 
 if t.TYPE_CHECKING:
@@ -83,6 +85,25 @@ class PreparedQuery:
             return self.rewritten.sql
         text = self.bound.query.sql(dialect="duckdb")
         return self.target.finish(text) if self.target is not None else text
+
+    @functools.cached_property
+    def report_sources(self) -> tuple[int | None, ...]:
+        """For each output column, the index of the report entry of the DP aggregate it shows
+        as released, or None (a group key, or an expression computed from the noisy values).
+        Worked out once per prepared query: it depends on the statement alone."""
+        from sqlglot import exp
+
+        plan, outer = self.plan, self.bound.outer
+        if plan is None or outer is None:
+            return ()
+        entry = {p.agg.index: j for j, p in enumerate(plan.prepared)}  # the report is in plan order
+        sources: list[int | None] = []
+        for proj in outer.expressions:
+            expr = proj.this if isinstance(proj, exp.Alias) else proj
+            name = expr.name if isinstance(expr, exp.Column) and not expr.table else ""
+            index = int(name[3:]) if name.startswith("__a") and name[3:].isdigit() else None
+            sources.append(entry.get(index) if index is not None else None)
+        return tuple(sources)
 
     def explain_text(self) -> str:
         """Plan, budget split, sensitivities, noise scales and the rewritten SQL."""
@@ -174,12 +195,14 @@ def _database(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
 def release(
     prepared: PreparedQuery, names: list[str], rows: "t.Sequence[tuple[t.Any, ...]] | Statistics",
     noise: "NoiseSource", engine: Engine,
-) -> tuple["pa.Table", "Released"]:
+) -> tuple["pa.Table | OneRow", "Released"]:
     """The noisy output table of ``prepared`` from the exact statistics of ``prepared.sql``.
 
     Call only after the budget is charged. ``rows`` must be exactly what ``prepared.sql``
     returned (``names`` are its column names), from whichever engine ran it: its rows, or the
-    same statistics as columns (:class:`~dpsql.engine.columns.Statistics`).
+    same statistics as columns (:class:`~dpsql.engine.columns.Statistics`). An ungrouped
+    query that only names its columns gives a :class:`~dpsql.engine.output.OneRow` (its
+    ``to_arrow()`` is the table), any other an Arrow table.
     """
     from dpsql.engine.release import release as release_rows
 
@@ -188,10 +211,8 @@ def release(
     return _output(prepared, released, engine), released
 
 
-def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "pa.Table":
+def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "pa.Table | OneRow":
     """HAVING / ORDER BY / LIMIT and select-list expressions, on the noisy rows only."""
-    import pyarrow as pa  # imported on the first release (it is slow to import)
-
     bound = prepared.bound
     assert bound.outer is not None
     columns = released.columns
@@ -201,7 +222,15 @@ def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "p
     nkeys = len(bound.group_by)
     index = {name: i for i, name in enumerate(columns)}
     arrays = released.arrays
-    table = pa.Table.from_arrays([arrays[index[c]] for c in bound.outer_columns], names=bound.output_names)
+    chosen = [arrays[index[c]] for c in bound.outer_columns]
+    if not nkeys:
+        # One row of plain numbers: the table is built when someone asks for it.
+        row = OneRow.of(bound.output_names, [a.to_pylist() for a in chosen])
+        if row is not None:
+            return row
+    import pyarrow as pa  # imported on the first release (it is slow to import)
+
+    table = pa.Table.from_arrays(chosen, names=bound.output_names)
     if nkeys and table.num_rows > 1:
         table = table.take(key_order_arrays(arrays[:nkeys]))
     return table

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import typing as t
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -182,12 +183,22 @@ class _Totals:
     def __init__(self) -> None:
         self.last_id = 0
         self.sums = [Fraction(0), Fraction(0), Fraction(0)]
+        #: the sums as a Cost, while no entry was read since it was made
+        self._cost: Cost | None = Cost()
 
     def read(self, conn: sqlite3.Connection, name: str) -> Cost:
+        """The sums of every entry, reading (always) the entries added since the last read."""
         rows = conn.execute(
             "SELECT id, epsilon, delta, rho FROM ledger_entries WHERE id > ? ORDER BY id",
             (self.last_id,),
         ).fetchall()
+        return self.add(rows, name)
+
+    def add(self, rows: list[tuple[t.Any, ...]], name: str) -> Cost:
+        """The sums after adding ``rows`` (id, ε, δ, ρ), the entries after the last one read."""
+        if not rows and self._cost is not None:
+            return self._cost  # nothing new: the sums, and so their Cost, are unchanged
+        self._cost = None
         for row_id, *values in rows:
             if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
                 raise LedgerError(f"budget ledger {name} is corrupted: entry {row_id} costs {values!r}")
@@ -195,14 +206,24 @@ class _Totals:
                 self.sums[i] += Fraction(v)
             self.last_id = row_id
         try:
-            return Cost(*(float(x) for x in self.sums))
+            self._cost = Cost(*(float(x) for x in self.sums))
         except BudgetError as e:
             raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
+        return self._cost
 
 
-def _header_total(conn: sqlite3.Connection, name: str) -> Cost:
-    """The total the header records now (another process may have changed it)."""
-    row = conn.execute("SELECT total_epsilon, total_delta, total_rho FROM ledger_header").fetchone()
+_HEADER_TOTAL = "SELECT total_epsilon, total_delta, total_rho FROM ledger_header"
+#: a charge's one read: the header's total with each entry after a given id (NULLs if none)
+_HEADER_AND_NEW_ENTRIES = (
+    "SELECT h.total_epsilon, h.total_delta, h.total_rho, e.id, e.epsilon, e.delta, e.rho"
+    " FROM ledger_header AS h LEFT JOIN ledger_entries AS e ON e.id > ? WHERE h.id = 1 ORDER BY e.id")
+
+
+def _header_total(conn: sqlite3.Connection, name: str, row: tuple[float, ...] | None = None) -> Cost:
+    """The total the header records now (another process may have changed it); ``row``: the
+    header's total columns, already read in the caller's transaction."""
+    if row is None:
+        row = conn.execute(_HEADER_TOTAL).fetchone()
     if row is None:
         raise LedgerError(f"budget ledger {name} is corrupted: it has no header row")
     try:
@@ -377,13 +398,20 @@ class Ledger:
             return 0
         amount = to_kind(cost, self.kind)
         with self._db("could not be charged") as conn, _immediate(conn):
-            total = _header_total(conn, self._name)
-            if not _same_total(total, self.budget.total):
+            # one statement reads the header's total and the entries added since the last read
+            read = conn.execute(_HEADER_AND_NEW_ENTRIES, (self._totals.last_id,)).fetchall()
+            row = read[0][:3] if len(read) >= 1 else None  # no row: no header (refused below)
+            opened = self.budget.total
+            # the very floats the ledger was opened with: unchanged (anything else is checked)
+            same = row == (opened.epsilon, opened.delta, opened.rho)
+            total = opened if same else _header_total(conn, self._name, row)
+            if not same and not _same_total(total, opened):
                 raise LedgerError(
                     f"the total of budget ledger {self._name} was changed to "
                     f"{format_total(total, self.kind)} after it was opened with "
                     f"{format_total(self.budget.total, self.kind)}; open it again")
-            self.budget.check(self._totals.read(conn, self._name), amount)  # BudgetError: roll back
+            entries = [r[3:] for r in read if r[3] is not None]
+            self.budget.check(self._totals.add(entries, self._name), amount)  # BudgetError: roll back
             if user_total is not None:
                 Budget(user_total).check(_spent_by(conn, self._name, user), amount)
             cur = conn.execute(
