@@ -46,19 +46,27 @@ def fit_p(draws: np.ndarray, scale: float, cut: int | None = None) -> float:
     return float(chisquare(observed, expected).pvalue)
 
 
-@pytest.mark.parametrize("sampler", ["inversion", "cks20"])
+def one_by_one(scale: Fraction, n: int, source: dlaplace.RandomBytes) -> np.ndarray:
+    """``n`` draws of the single-value sampler (``SecureNoise.laplace`` of one value)."""
+    return np.array([dlaplace.one(scale, source) for _ in range(n)], dtype=np.int64)
+
+
+SAMPLERS = {"inversion": dlaplace.discrete_laplace, "cks20": dlaplace.cks20, "one": one_by_one}
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
 @pytest.mark.parametrize("scale", [Fraction(1), Fraction(3, 2), Fraction(1, 3), Fraction(7), Fraction(40, 3)])
 def test_discrete_laplace_has_the_exact_law(scale: Fraction, sampler: str) -> None:
-    draw = dlaplace.discrete_laplace if sampler == "inversion" else dlaplace.cks20
-    draws = draw(scale, N, seeded())
+    draws = SAMPLERS[sampler](scale, N, seeded())
     assert draws.dtype == np.int64 and draws.shape == (N,)
     assert fit_p(draws, float(scale)) > 1e-4
 
 
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
 @pytest.mark.parametrize("wrong", [Fraction(11, 10), Fraction(9, 10)])
-def test_the_fit_rejects_a_scale_off_by_ten_percent(wrong: Fraction) -> None:
+def test_the_fit_rejects_a_scale_off_by_ten_percent(wrong: Fraction, sampler: str) -> None:
     """Negative control: the test above has the power to see a 10% error in the scale."""
-    draws = dlaplace.discrete_laplace(wrong, N, seeded())
+    draws = SAMPLERS[sampler](wrong, N, seeded())
     assert fit_p(draws, 1.0) < 1e-6
 
 
@@ -79,13 +87,13 @@ def test_the_fit_rejects_a_sampler_that_keeps_negative_zero(monkeypatch) -> None
     assert fit_p(draws, 1.0) < 1e-6
 
 
-@pytest.mark.parametrize("sampler", ["inversion", "cks20"])
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
 def test_a_grid_scale_has_the_exact_law(sampler: str) -> None:
     """The scales of float releases have a numerator of up to 53 bits: the law at such a scale
     (about 2^31 units of the grid) in the cells of |y| by scale."""
     scale = Fraction(laplace_scale(1.0, 0.7)) / Fraction(2) ** grid_exponent(laplace_scale(1.0, 0.7))
     assert scale.numerator > 2**32 and scale < dlaplace.INVERSION_MAX  # 64-bit words for U; inversion
-    draws = (dlaplace.discrete_laplace if sampler == "inversion" else dlaplace.cks20)(scale, N, seeded())
+    draws = SAMPLERS[sampler](scale, N, seeded())
     b = float(scale)
     edges = np.array([0.0, 0.25, 0.5, 1.0, 2.0, 4.0, np.inf]) * b  # P[|Y| in [a, c)] ≈ e^(-a/b) − e^(-c/b)
     counts, _ = np.histogram(np.abs(draws).astype(float), bins=edges)
@@ -182,6 +190,9 @@ def test_the_float_ends_are_within_a_16th_of_the_margin() -> None:
     ]).astype(np.int64)
     b = Fraction(2**31 + 12345, 1)
     x_end, x_start = dlaplace._ends(words, float(b))
+    scalar = [dlaplace._one_ends(w, float(b)) for w in words.tolist()]  # math.log, math.log1p
+    assert [e for e, _ in scalar] == pytest.approx(x_end.tolist(), rel=2**-48)
+    x_end, x_start = np.array([e for e, _ in scalar]), np.array([s_ for _, s_ in scalar])  # the premise for both
     worst = 0.0
     with decimal.localcontext() as ctx:
         ctx.prec = 50
@@ -222,3 +233,24 @@ def test_the_decimal_path_reads_more_bits_when_it_must() -> None:
     bits = dlaplace._Bits(lambda n: next(words))
     g = dlaplace._exact_magnitude(0, Fraction(1), bits)
     assert g == math.floor(55 * math.log(2))  # and the source is not read again: one word was enough
+
+
+def test_one_value_decided_in_decimal_has_the_exact_law(monkeypatch) -> None:
+    """The single-value sampler's lanes that the floats cannot decide go to the same decimal path."""
+    monkeypatch.setattr(dlaplace, "MARGIN", 0.5)
+    calls = []
+    real = dlaplace._exact_magnitude
+    monkeypatch.setattr(dlaplace, "_exact_magnitude", lambda *a: calls.append(1) or real(*a))
+    draws = one_by_one(Fraction(40, 3), 20_000, seeded(9))
+    assert len(calls) > 10_000
+    assert fit_p(draws, 40 / 3) > 1e-4
+
+
+def test_place_one_is_place() -> None:
+    """One value's grid point is the column's, for ordinary, huge and tiny values and noise."""
+    rng = np.random.Generator(np.random.PCG64(4))
+    cases = [(float(v), int(z), int(k)) for v, z, k in zip(
+        rng.normal(0, 1e6, 300), rng.integers(-2**40, 2**40, 300), rng.integers(-60, 20, 300))]
+    cases += [(1e308, 2**60, 900), (-1e308, -5, 1000), (5e-324, 3, -1074), (2.0**60, 2**53, 0), (0.5, 0, 0), (1.5, 0, 0)]
+    for v, z, k in cases:
+        assert dlaplace.place_one(v, z, k) == dlaplace.place([v], np.array([z], dtype=np.int64), k)[0], (v, z, k)

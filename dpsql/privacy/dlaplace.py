@@ -53,7 +53,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["RandomBytes", "secure_bytes", "discrete_laplace", "cks20", "fits", "add_on_grid", "add_int", "place", "MIN_CHUNK"]
+__all__ = ["RandomBytes", "secure_bytes", "discrete_laplace", "cks20", "one", "place_one", "fits", "add_on_grid", "add_int", "place", "MIN_CHUNK"]
 
 #: A source of ``n`` independent uniform random bytes.
 RandomBytes = t.Callable[[int], bytes]
@@ -247,6 +247,46 @@ def _magnitudes(b: Fraction, n: int, bits: _Bits) -> tuple[np.ndarray, dict[int,
         else:
             g[i] = value
     return g, wide
+
+
+def _one_ends(w: int, b: float) -> tuple[float, float]:
+    """:func:`_ends` for one word, in Python floats (``math.log``/``math.log1p``)."""
+    start = w * 2.0**-WORD
+    end = start + 2.0**-WORD
+    if start < 0.5:
+        return -b * math.log(end), (-b * math.log(start) if w else math.inf)
+    return -b * math.log1p(end - 1.0), -b * math.log1p(start - 1.0)
+
+
+def one(scale: Fraction, source: RandomBytes = secure_bytes) -> int:
+    """One draw of :func:`discrete_laplace`'s law by inversion, in Python numbers (a single
+    release: no array to set up). ``scale`` must be at most :data:`INVERSION_MAX`."""
+    if not 0 < scale <= INVERSION_MAX:
+        raise ValueError(f"one() needs a scale in (0, 2^32], got {scale}")
+    bits, b = _Bits(source), float(scale)
+    while True:
+        raw = source(8)
+        w = int.from_bytes(raw[:7], "little") >> (56 - WORD)
+        x_end, x_start = _one_ends(w, b)
+        lo = math.floor(x_end - abs(x_end) * MARGIN)
+        g = lo if math.isfinite(x_start) and lo == math.floor(x_start + abs(x_start) * MARGIN) \
+            else _exact_magnitude(w, scale, bits)
+        if raw[7] & 1:
+            if g:
+                return -g
+        else:
+            return g
+
+
+def place_one(value: float, z: int, k: int) -> float:
+    """:func:`place` for one value: (round(value/2^k) + z)·2^k rounded once to a float."""
+    try:
+        n = round(math.ldexp(value, -k)) + int(z)
+    except OverflowError:  # value/2^k past the float range
+        return _exact_on_grid(value, z, k)
+    if abs(n) >= 2**53:
+        return _exact_on_grid(value, z, k)
+    return math.ldexp(float(n), k)
 
 
 def _returned(g: np.ndarray, negative: np.ndarray) -> np.ndarray:

@@ -358,13 +358,27 @@ class SecureNoise(NoiseSource):
         return float(_measurement(kind, scale, k)(_num("value", value, False)))
 
     def laplace(self, value: float, scale: float, *, k: int | None = None) -> float:
+        # One value by the same exact sampler as a column (the law of OpenDP's, about a fifth of
+        # its cost): the grid point (round(value/2^k) + Z)·2^k, Z discrete Laplace of scale/2^k.
+        scale = _num("scale", scale)
+        k = grid_exponent(scale) if k is None else int(k)
+        from dpsql.privacy import dlaplace
+
+        unit = Fraction(scale) / Fraction(2) ** k
+        if unit <= dlaplace.INVERSION_MAX:
+            return dlaplace.place_one(_num("value", value, False), dlaplace.one(unit), k)
         return self._on_grid("laplace", value, scale, k)
 
     def gaussian(self, value: float, sigma: float, *, k: int | None = None) -> float:
         return self._on_grid("gaussian", value, sigma, k)
 
     def laplace_int(self, value: int, scale: float) -> int:
-        return int(_measurement("laplace_int", _num("scale", scale), 0)(int(value)))
+        from dpsql.privacy import dlaplace
+
+        unit = Fraction(_num("scale", scale))
+        if unit <= dlaplace.INVERSION_MAX:
+            return int(value) + dlaplace.one(unit)
+        return int(_measurement("laplace_int", float(unit), 0)(int(value)))
 
     def add_many(self, kind: str, values: Sequence[float], scale: float) -> list[float]:
         if len(values) < 2:
