@@ -27,10 +27,8 @@ DuckDB form                          Spark form
 order statistics: 4,096 buckets,     one bucket per distinct value (one aggregate and one window;
 then the values of those that meet   Spark plans the second pass badly):
 the window, in a second pass         :meth:`SparkTarget.value_histogram`
-``(VALUES ...) AS __keys`` (a        the keys as rows of the aggregate's input, no join, when every
-public key domain)                   aggregate skips NULL inputs (:mod:`dpsql.sql.target_keys`); else
-                                     the join, with ``/*+ BROADCAST(__stats) */`` on it
-                                     (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
+``(VALUES ...) AS __keys`` (a        the same, with ``/*+ BROADCAST(__stats) */`` on the outer join
+public key domain)                   (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
                                      (numbers, simple strings, NULL, booleans) are kept as text
                                      rather than parsed: :meth:`SparkTarget.key_rows`
 exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
@@ -60,7 +58,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from dpsql.sql import spark_gate, target_keys
+from dpsql.sql import spark_gate
 from dpsql.sql import target_joins as joins
 
 
@@ -147,8 +145,7 @@ class SparkTarget(Target):
             self.value_histogram(with_)
         if isinstance(tree, exp.Select):
             self.counts_from_histograms(tree)
-            if not target_keys.keys_in_aggregate(tree):
-                self.broadcast_statistics(tree)
+            self.broadcast_statistics(tree)
         # innermost first: a QUALIFY nested in another one's FROM is rewritten before it is copied
         for select in [n for n in tree.walk(bfs=False) if isinstance(n, exp.Select)][::-1]:
             if select.args.get("qualify") is not None:
