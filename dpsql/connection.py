@@ -242,8 +242,10 @@ class Connection:
         if reused is not None:
             return reused
         self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
-        # as columns where the engine gives them (DuckDB), else as rows
-        fetch = getattr(self.engine, "statistics_columns", self.engine.statistics)
+        # grouped statistics as columns where the engine gives them (DuckDB), else as rows (one
+        # ungrouped row comes faster as a tuple: an Arrow export costs about 0.4 ms)
+        columns = getattr(self.engine, "statistics_columns", None)
+        fetch = columns if columns is not None and prepared.rewritten.keys else self.engine.statistics
         names, rows = fetch(prepared.sql)
         return self.release(prepared, names, rows)
 

@@ -192,3 +192,17 @@ def test_an_unexpected_arrow_export_is_read_as_rows() -> None:
     stats = Statistics.from_arrow(ok, ["INTEGER", "HUGEINT"])
     assert stats is not None and stats.values(1).tolist() == [3, None]
     assert [type(v) for v in stats.values(1).tolist()] == [int, type(None)]
+
+
+def test_grouped_statistics_come_as_columns_and_one_ungrouped_row_as_a_tuple(monkeypatch) -> None:
+    """Connection.sql fetches grouped statistics as Arrow columns and an ungrouped query's one
+    row through the row fetch (an Arrow export costs more than the row for one row)."""
+    con = dpsql.connect(":memory:", POLICY, setup=_table, noise=SeededNoise(1))
+    seen: list[str] = []
+    for name in ("statistics", "statistics_columns"):
+        real = getattr(con.engine, name)
+        monkeypatch.setattr(con.engine, name, lambda sql, real=real, name=name: seen.append(name) or real(sql))
+    con.sql(f"SELECT k, DP_COUNT(*) FROM t GROUP BY k {EPS}")
+    con.sql(f"SELECT DP_SUM(x) FROM t {EPS}")
+    assert seen == ["statistics_columns", "statistics"]
+    con.close()

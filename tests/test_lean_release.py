@@ -141,13 +141,13 @@ def test_a_budget_spent_elsewhere_during_the_query_is_refused_at_the_charge(tmp_
     with _file_connection(tmp_path, 1.0) as con:
         other = Ledger.open(con.ledger.path, None)
         events = _spy(con)
-        statistics = con.engine.statistics_columns  # what Connection.sql fetches with on DuckDB
+        statistics = con.engine.statistics  # what Connection.sql fetches one ungrouped row with
 
         def meanwhile(sql: str):  # type: ignore[no-untyped-def]
             other.charge(Cost(epsilon=0.7), query="another process")  # after the check, before the charge
             return statistics(sql)
 
-        con.engine.statistics_columns = meanwhile  # type: ignore[method-assign]
+        con.engine.statistics = meanwhile  # type: ignore[method-assign]
         with pytest.raises(dpsql.BudgetError):
             con.sql("SELECT DP_SUM(age) FROM adult WITH (epsilon = 0.5)")
         assert events == [] and con.budget.spent.epsilon == pytest.approx(0.7)
