@@ -136,7 +136,7 @@ class DuckDBEngine:
                 stats = Statistics.from_rows(names, cur.fetchall())
         except BIND_ERRORS as err:
             raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
-        except duckdb.Error:
+        except Exception:  # DuckDB's, or Arrow's while reading the rows: details withheld
             raise ExecutionError(STATISTICS_FAILED) from None
         return names, stats
 
