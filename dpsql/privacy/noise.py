@@ -1,9 +1,10 @@
 """Noise for dpsql releases: calibration formulas and samplers (see docs/noise.md).
 
-Releases use OpenDP's exact discrete Laplace and Gaussian samplers (Canonne, Kamath,
-Steinke 2020, "CKS20"), or the same discrete Laplace algorithm on whole arrays for columns of
-noise (``dpsql.privacy.dlaplace``), on a grid 2^k fixed by the noise scale alone (Mironov 2012);
-the calibrations include the grid's slack. ``SeededNoise`` is insecure, for tests only.
+Releases use exact samplers on a grid 2^k fixed by the noise scale alone (Mironov 2012): the
+discrete Laplace of ``dpsql.privacy.dlaplace`` (by inversion with certified floating point up to
+a scale of 2^32 grid units, else CKS20's Algorithm 2; one value or whole columns), and OpenDP's
+discrete Gaussian (Canonne, Kamath, Steinke 2020, "CKS20") and Laplace past that scale; the
+calibrations include the grid's slack. ``SeededNoise`` is insecure, for tests only.
 """
 
 from __future__ import annotations
