@@ -251,6 +251,6 @@ def test_place_one_is_place() -> None:
     rng = np.random.Generator(np.random.PCG64(4))
     cases = [(float(v), int(z), int(k)) for v, z, k in zip(
         rng.normal(0, 1e6, 300), rng.integers(-2**40, 2**40, 300), rng.integers(-60, 20, 300))]
-    cases += [(1e308, 2**60, 900), (-1e308, -5, 1000), (5e-324, 3, -1074), (2.0**60, 2**53, 0), (0.5, 0, 0), (1.5, 0, 0)]
+    cases += [(1.7976931348623157e308, 2**25, 1000), (-1.7976931348623157e308, -2**25, 1000), (1e308, 2**60, 900), (-1e308, -5, 1000), (5e-324, 3, -1074), (2.0**60, 2**53, 0), (0.5, 0, 0), (1.5, 0, 0)]
     for v, z, k in cases:
         assert dlaplace.place_one(v, z, k) == dlaplace.place([v], np.array([z], dtype=np.int64), k)[0], (v, z, k)

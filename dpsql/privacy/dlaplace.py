@@ -286,7 +286,10 @@ def place_one(value: float, z: int, k: int) -> float:
         return _exact_on_grid(value, z, k)
     if abs(n) >= 2**53:
         return _exact_on_grid(value, z, k)
-    return math.ldexp(float(n), k)
+    try:
+        return math.ldexp(float(n), k)
+    except OverflowError:  # past the float range: ±inf, as the column form gives
+        return _exact_on_grid(value, z, k)
 
 
 def _returned(g: np.ndarray, negative: np.ndarray) -> np.ndarray:
