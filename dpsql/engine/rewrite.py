@@ -265,7 +265,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
             for col in subqueries[-1][1]:
                 out.columns[(i, col)] = col
 
-    if not keys and not subqueries and plan.public_keys is None and target.name == DUCKDB.name:
+    if not keys and not subqueries and shared is None and plan.public_keys is None and target.name == DUCKDB.name:
         # Nothing is joined to the statistics: one SELECT over the rows as a derived table. DuckDB
         # runs the same plan and makes it faster than from two CTEs (about 0.06 ms less per query).
         out.sql = f"SELECT {', '.join(stats)} FROM ({src}) AS {SRC}"
