@@ -34,9 +34,23 @@ REQUIRED_SETTINGS = frozenset({
 })
 
 
+def settings(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The current value (lower case) of every setting of :data:`HARDENING` this DuckDB has, with
+    the others it lists. Some releases accept a setting that ``duckdb_settings()`` does not list
+    (``error_on_division_by_zero`` in DuckDB 2.0.1): those are read with ``current_setting``."""
+    current = {n: str(v).lower() for n, v in con.execute("SELECT name, value FROM duckdb_settings()").fetchall()}
+    for name, _ in HARDENING:
+        if name not in current:
+            try:
+                current[name] = str(con.execute(f"SELECT current_setting('{name}')").fetchone()[0]).lower()
+            except duckdb.Error:
+                pass  # no such setting in this DuckDB
+    return current
+
+
 def harden(con: duckdb.DuckDBPyConnection) -> None:
     """Lock an analyst connection down: no files, network, extensions or Python scans."""
-    current = {n: str(v).lower() for n, v in con.execute("SELECT name, value FROM duckdb_settings()").fetchall()}
+    current = settings(con)
     missing = sorted(REQUIRED_SETTINGS - set(current))
     if missing:
         raise Error(f"this DuckDB has no setting {missing[0]}; dpsql cannot lock the connection down")
