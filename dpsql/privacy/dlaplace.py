@@ -32,8 +32,10 @@ arrays, exact as well: the magnitude G = ⌊b·(−ln V)⌋ of a uniform V in (0
 P[G ≥ g] = P[V ≤ e^(−g/b)] = e^(−g/b), the geometric law of Algorithm 2's Y (b = t/s; Devroye
 1986, §II.2 and §X.4.2). V is read 53 bits first: V ∈ (w·2^−53, (w + 1)·2^−53] for a word w, so
 G lies between ⌊x(end)⌋ and ⌊x(start)⌋ of that interval, x(v) = −b·ln v. Both ends are exact
-floats, and floating point evaluates x there with a relative error below 2^−50 (``log`` below
-V = ½, ``log1p`` of the exact v − 1 above: no cancellation either way). A lane takes G from the
+floats, and floating point evaluates x there with a relative error below 2^−50: ``log`` of an
+exact argument is within about one unit in the last place of its result, near V = 1 too (there is
+no subtraction to cancel; measured against 50-digit logarithms in every region of V by
+``tests/test_dlaplace.py``, on the machine that runs the tests). A lane takes G from the
 floats only when both ends, each widened by 2^−46 of its size (a 16-fold margin, checked against
 decimal arithmetic in ``tests/test_dlaplace.py``), have the same floor; the few others
 (about 2^−13 of them at a grid scale) decide in Python's ``decimal`` (``ln`` is correctly
@@ -194,15 +196,12 @@ WORD = 53
 
 def _ends(w: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
     """x = −b·ln v at both ends of V's interval (w·2^−53, (w + 1)·2^−53] (w: int64 below 2^53),
-    as floats: (x at the end, x at the start); the start of w = 0 gives +inf. Both ends are exact
-    floats; below ½ their ``log`` is taken, from ½ on ``log1p`` of v − 1 (exact there, Sterbenz)."""
+    as floats: (x at the end, x at the start), both ≥ 0; the start of w = 0 gives +inf. Both ends
+    are exact floats, so ``log`` rounds only its result (see the module's docstring)."""
     start = w.astype(np.float64) * 2.0**-WORD
-    end = start + 2.0**-WORD
-    low = start < 0.5
     with np.errstate(divide="ignore"):
-        ln_start = np.where(low, np.log(start), np.log1p(start - 1.0))
-    ln_end = np.where(low, np.log(end), np.log1p(end - 1.0))
-    return ln_end * -b, ln_start * -b
+        x_start = np.log(start) * -b
+    return np.log(start + 2.0**-WORD) * -b, x_start
 
 
 def _exact_magnitude(w: int, b: Fraction, bits: _Bits) -> int:
@@ -228,34 +227,31 @@ def _exact_magnitude(w: int, b: Fraction, bits: _Bits) -> int:
         num, width, prec = (num << 64) | int(bits.u64(1)[0]), width + 64, prec + 25
 
 
-def _magnitudes(b: Fraction, n: int, bits: _Bits) -> tuple[np.ndarray, dict[int, int]]:
-    """``n`` draws of G = ⌊−b·ln V⌋ (P[G ≥ g] = e^(−g/b)): int64, and the lanes whose G does not
-    fit int64 (never seen: V below e^(−2^63/b)) as Python integers."""
-    w = (bits.u64(n) >> np.uint64(64 - WORD)).view(np.int64)
+def _magnitudes(b: Fraction, n: int, bits: _Bits) -> tuple[np.ndarray, dict[int, int], np.ndarray]:
+    """``n`` draws of G = ⌊−b·ln V⌋ (P[G ≥ g] = e^(−g/b)): int64, the lanes whose G does not
+    fit int64 (never seen: V below e^(−2^63/b)) as Python integers, and a sign bit per lane (the
+    lowest bit of the lane's 64-bit word, which V's 53 bits do not use: independent of G)."""
+    raw = bits.u64(n)
+    w = (raw >> np.uint64(64 - WORD)).view(np.int64)
     x_end, x_start = _ends(w, float(b))
-    lo = np.floor(x_end - np.abs(x_end) * MARGIN)
-    hi = np.floor(x_start + np.abs(x_start) * MARGIN)
-    sure = (lo == hi) & np.isfinite(hi)
-    g = np.zeros(n, dtype=np.int64)
-    g[sure] = lo[sure].astype(np.int64)
+    lo = np.floor(x_end * (1.0 - MARGIN))  # x ≥ 0: widened by MARGIN of its size
+    hi = np.floor(x_start * (1.0 + MARGIN))
+    g = lo.astype(np.int64)  # lo is finite and below 2^38 (x ≤ 53·ln 2·b); unsure lanes are redone
     wide = {}
-    for i in np.flatnonzero(~sure).tolist():
+    for i in np.flatnonzero((lo != hi) | np.isinf(hi)).tolist():
         value = _exact_magnitude(int(w[i]), b, bits)
         if value > INT64_MAX:
             wide[i] = value
             g[i] = INT64_MAX  # a stand-in that is not zero: the lane's sign is not a rejection
         else:
             g[i] = value
-    return g, wide
+    return g, wide, (raw & np.uint64(1)).astype(bool)
 
 
 def _one_ends(w: int, b: float) -> tuple[float, float]:
-    """:func:`_ends` for one word, in Python floats (``math.log``/``math.log1p``)."""
+    """:func:`_ends` for one word, in Python floats (``math.log``)."""
     start = w * 2.0**-WORD
-    end = start + 2.0**-WORD
-    if start < 0.5:
-        return -b * math.log(end), (-b * math.log(start) if w else math.inf)
-    return -b * math.log1p(end - 1.0), -b * math.log1p(start - 1.0)
+    return -b * math.log(start + 2.0**-WORD), (-b * math.log(start) if w else math.inf)
 
 
 def one(scale: Fraction, source: RandomBytes = secure_bytes) -> int:
@@ -303,12 +299,12 @@ def _inversion(scale: Fraction, n: int, bits: _Bits) -> tuple[np.ndarray, dict[i
     out = np.zeros(n, dtype=np.int64)
     wide: dict[int, int] = {}
     filled = 0
+    reject = -math.expm1(-1.0 / float(scale)) / 2.0  # P[G = 0 and negative]
     while filled < n:
-        m = (n - filled) + (n - filled) // 8 + 16  # P[reject] = P[G = 0]/2 ≤ ½, small at most scales
-        g, big = _magnitudes(scale, m, bits)
-        negative = (bits.u8(m) & np.uint8(1)).astype(bool)
+        m = math.ceil((n - filled) / (1.0 - reject) * 1.01) + 16  # rarely a second round
+        g, big, negative = _magnitudes(scale, m, bits)
         kept = _returned(g, negative)[:n - filled]
-        out[filled:filled + kept.size] = np.where(negative, -g, g)[kept]
+        out[filled:filled + kept.size] = (g * (1 - 2 * negative.view(np.int8)))[kept]  # ±G
         if big:  # almost never: no per-lane Python loop otherwise
             for j, i in enumerate(kept.tolist()):
                 if i in big:
