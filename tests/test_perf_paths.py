@@ -8,6 +8,7 @@ import math
 import random
 import typing as t
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -291,7 +292,7 @@ def test_secure_vectors_in_chunks_have_the_right_law(monkeypatch: pytest.MonkeyP
         assert len(set(out[:3000])) > 10 and out[:2000] != out[2000:4000]  # chunks are not copies
 
 
-def testkey_order_sorts_in_arrow_and_falls_back_for_other_types() -> None:
+def test_key_order_sorts_in_arrow_and_falls_back_for_other_types() -> None:
     import uuid
 
     from dpsql.engine.pipeline import key_order
@@ -300,3 +301,30 @@ def testkey_order_sorts_in_arrow_and_falls_back_for_other_types() -> None:
     ids = [uuid.UUID(int=5), None, uuid.UUID(int=1)]  # Arrow cannot infer a type for UUIDs
     assert key_order([(x,) for x in ids], 1) == [2, 0, 1]
     assert key_order([(1, "x"), (1, None), (0, "y")], 2) == [2, 0, 1]
+
+
+@pytest.mark.parametrize("kind", ["int32", "int64", "float64", "float_nan", "nulls", "ties", "nans"])
+def test_one_numeric_key_sorts_in_numpy_as_arrow_would(kind: str) -> None:
+    """One key column of numbers is sorted by numpy; the order is Arrow's stable order, and
+    columns numpy cannot order uniquely (NULLs, repeated keys, two NaNs) go to Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dpsql.engine.pipeline import _numeric_order, key_order_arrays
+
+    rng = np.random.Generator(np.random.PCG64(5))
+    values: list = rng.permutation(5000).tolist()
+    if kind.startswith("float") or kind == "nans":
+        values = [v / 7 - 300.0 for v in values]
+    if kind == "float_nan":
+        values[17] = math.nan
+    if kind == "nans":
+        values[3] = values[9] = math.nan
+    if kind == "nulls":
+        values[11] = None
+    if kind == "ties":
+        values[40] = values[41]
+    key = pa.array(values, type=pa.int32() if kind == "int32" else None)
+    arrow = pc.sort_indices(pa.table({"k": key}), sort_keys=[("k", "ascending")]).to_pylist()
+    assert key_order_arrays([key]).to_pylist() == arrow
+    assert (_numeric_order(key) is None) == (kind in ("nulls", "ties", "nans"))

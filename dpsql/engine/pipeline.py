@@ -247,11 +247,33 @@ def key_order_arrays(keys: "list[pa.Array]") -> "pa.Array":
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if len(keys) == 1:
+        order = _numeric_order(keys[0])
+        if order is not None:
+            return pa.array(order)
     try:
         table = pa.Table.from_arrays(keys, names=[f"k{j}" for j in range(len(keys))])
         return pc.sort_indices(table, sort_keys=[(f"k{j}", "ascending") for j in range(len(keys))]).cast(pa.int64())
     except (pa.ArrowException, TypeError, ValueError):
         return pa.array(key_order_columns([k.to_pylist() for k in keys]), type=pa.int64())
+
+
+def _numeric_order(key: "pa.Array") -> "t.Any":
+    """For one key column of numbers without NULLs and without repeated keys (one row per
+    group): the indices in key order, by numpy's sort (several times faster than Arrow's on
+    integers); None for anything else, which Arrow's stable sort orders. With distinct keys the
+    order is unique, so the sort's lack of stability shows nothing of the rows' arrival order."""
+    import numpy as np
+    import pyarrow as pa
+
+    if key.null_count or not (pa.types.is_integer(key.type) or pa.types.is_floating(key.type)):
+        return None
+    values = key.to_numpy()
+    order = np.argsort(values)
+    ranked = values[order]
+    if np.any(ranked[1:] == ranked[:-1]) or (values.dtype.kind == "f" and np.isnan(ranked[-2:]).all()):
+        return None  # ties (two NaNs count as one): let the stable sort decide
+    return order.astype(np.int64, copy=False)
 
 
 def key_order_columns(keys: list[list[t.Any]]) -> list[int]:
