@@ -17,6 +17,8 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
+from dpsql.privacy import choice
+from dpsql.privacy.choice import finite_scores
 from dpsql.privacy.gaussian import log_delta_unit, unit_sigma
 from dpsql.privacy.parallel import map_chunks
 
@@ -151,9 +153,6 @@ def gaussian_ci(sigma: float, confidence: float = 0.95) -> float:
 def _measurement(kind: str, scale: float, k: int, size: int | None = None) -> dp.Measurement:
     """OpenDP measurement for ``kind``, cached (building one costs about 0.2 ms)."""
     dp = _opendp()
-    if kind == "noisy_max":
-        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
-        return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
     make = dp.m.make_laplace if kind.startswith("laplace") else dp.m.make_gaussian
     if kind.endswith("_vec"):
         # Independent noise on each coordinate, with the same scale and grid as the scalar
@@ -276,7 +275,7 @@ class NoiseSource:
         Inverse CDF on weights normalised by log-sum-exp in floating point: each probability
         is off by ~1e-16 relative, and weights below 2^-1074 of the largest count as zero.
         """
-        finite = _finite_scores(log_weights)
+        finite = finite_scores(log_weights)
         top = max(w for _, w in finite)
         weights = [math.exp(w - top) for _, w in finite]
         u, acc = self._unit() * math.fsum(weights), 0.0
@@ -322,27 +321,15 @@ def _ratio(r: float, shifted: bool, p: float, gamma: float) -> float:
     return top / (r**-gamma + 1.0)  # numerator and denominator divided by r^γ
 
 
-def _finite_scores(log_weights: Sequence[float]) -> list[tuple[int, float]]:
-    """(index, weight) of the entries other than -inf; refuses NaN, +inf and all -inf."""
-    out = []
-    for i, w in enumerate(map(float, log_weights)):
-        if math.isnan(w) or w == math.inf:
-            raise ValueError(f"log weight {i} must be finite or -inf, got {w!r}")
-        if w != -math.inf:
-            out.append((i, w))
-    if not out:
-        raise ValueError("choice_weighted needs at least one finite log weight")
-    return out
-
-
 class SecureNoise(NoiseSource):
     """The release source: OpenDP's exact samplers and the operating system's CSPRNG.
 
     Laplace and Gaussian (float and integer) come from OpenDP, except columns of Laplace
     noise (``add_many``), drawn by the same exact algorithm on whole arrays
     (:mod:`dpsql.privacy.dlaplace`, about 15 times faster per draw); ``choice_weighted`` is
-    OpenDP's report-noisy-max with Gumbel noise (noisy scores compared in arbitrary
-    precision), and every other draw runs the exact algorithms on ``secrets`` bits.
+    the exact inversion of :mod:`dpsql.privacy.choice` (about 50 times faster than OpenDP's
+    report-noisy-max, which it replaced), and every other draw runs the exact algorithms on
+    ``secrets`` bits.
     """
 
     secure = True
@@ -404,9 +391,8 @@ class SecureNoise(NoiseSource):
         return int(_measurement("gaussian_int", _num("sigma", sigma), 0)(int(value)))
 
     def choice_weighted(self, log_weights: Sequence[float]) -> int:
-        """Gumbel-max: argmax_i (w_i + G_i), G_i ~ Gumbel(1), is i with probability ∝ e^w_i."""
-        finite = _finite_scores(log_weights)
-        return finite[_measurement("noisy_max", 1.0, 0)([w for _, w in finite])][0]
+        """Exactly i with probability ∝ e^(w_i), by certified inversion (:mod:`dpsql.privacy.choice`)."""
+        return choice.weighted(log_weights)
 
 
 class SeededNoise(NoiseSource):
