@@ -328,3 +328,18 @@ def test_one_numeric_key_sorts_in_numpy_as_arrow_would(kind: str) -> None:
     arrow = pc.sort_indices(pa.table({"k": key}), sort_keys=[("k", "ascending")]).to_pylist()
     assert key_order_arrays([key]).to_pylist() == arrow
     assert (_numeric_order(key) is None) == (kind in ("nulls", "ties", "nans"))
+
+
+def test_the_quantile_column_release_is_the_group_by_group_release(con: dpsql.Connection) -> None:
+    """The exponential mechanism's ``release_many`` (one report entry for the column) draws what
+    ``release`` draws group by group, in the same order, from the same noise."""
+    plan = con.prepare("SELECT g, DP_MEDIAN(xi) FROM d GROUP BY g WITH (epsilon = 1)").plan
+    assert plan is not None
+    prep = plan.prepared[0]
+    windows = [[{"v": 30.0 + j, "c": 2, "r": 2 * j + 2} for j in range(5)], None, [{"v": 50.0, "c": 1, "r": 1}]]
+    groups = [{"n": 10, prep.column: windows[0]}, {"n": 0, prep.column: None}, {"n": 1, prep.column: windows[2]}]
+    columns = Groups.of(groups)
+    out = prep.release_many(columns, SeededNoise(3))
+    noise = SeededNoise(3)
+    one_by_one = [prep.release(g, noise) for g in groups]
+    assert isinstance(out, ReleasedColumn) and list(out) == one_by_one

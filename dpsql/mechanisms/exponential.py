@@ -74,6 +74,7 @@ from sqlglot import exp
 
 from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
+from dpsql.mechanisms.batch import Groups, ReleasedColumn
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
@@ -135,17 +136,21 @@ def nearest(points: t.Sequence[Point], n: int, pn: Fraction, lower: float, upper
     Candidates are the intervals of positive width: [x_t, next) with rank r_t (unless x_t is
     the largest value and equals U), and [L, x_1) with rank 0 when x_1 > L (or [L, U), n = 0).
     """
-    num, den = pn.numerator, pn.denominator  # distances in units of 1/den, as integers
+    return Fraction(_nearest_units(points, n, pn.numerator, pn.denominator, lower, upper), pn.denominator)
+
+
+def _nearest_units(points: t.Sequence[Point], n: int, num: int, den: int, lower: float, upper: float) -> int:
+    """:func:`nearest` for p·n = num/den, in whole units of 1/den (integers only)."""
     best: int | None = None
     if not points or (points[0][1] == points[0][2] and points[0][0] > lower):
         best = abs(num)
     for v, _, r in points:
         if r < n or v < upper:
             d = abs(r * den - num)
-            best = d if best is None else min(best, d)
+            best = d if best is None or d < best else best
     if best is None:
         raise InternalError("no candidate interval for the quantile")
-    return Fraction(best, den)
+    return best
 
 
 def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower: float,
@@ -156,14 +161,17 @@ def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower
     consecutive distinct values (in rank order) that cover every rank in [R+1, R'] ∩ [1, n]
     (R = ⌊p·n − D − B⌋, R' = ⌈p·n + D + B⌉) and the value attaining D; extra points are
     ignored. The regions partition [L, U): left tail, the intervals between, right tail.
+    Ranks are compared in integers: p·n = num/den exactly (p is a float, so a dyadic rational),
+    and each score is one correctly rounded division of integers.
     """
     for (_, _, r0), (_, c1, r1) in zip(points, points[1:]):
         if r1 - c1 != r0:
             raise InternalError("the order statistics are not contiguous")
-    pn = Fraction(p) * n
-    cap = nearest(points, n, pn, lower, upper) + b
-    lo_rank = math.floor(pn - cap)  # R: c(y) <= R is the left tail
-    hi_rank = math.ceil(pn + cap)  # R': c(y) >= R' is the right tail
+    num, den = float(p).as_integer_ratio()
+    num *= n  # p·n = num/den
+    cap = _nearest_units(points, n, num, den, lower, upper) + b * den  # D + B, in units of 1/den
+    lo_rank = (num - cap) // den  # R = ⌊p·n − D − B⌋: c(y) <= R is the left tail
+    hi_rank = -((-num - cap) // den)  # R' = ⌈p·n + D + B⌉: c(y) >= R' is the right tail
 
     def holder(rank: int) -> float:
         """x_(rank): the value whose rank range (r − c, r] holds ``rank`` (1-based)."""
@@ -172,23 +180,24 @@ def regions(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower
                 return v
         raise InternalError("an order statistic of the window is missing")
 
-    tail = -eps_prime * float(cap)
+    tail = -eps_prime * (cap / den)
     out: list[tuple[float, float, float]] = []
     if lo_rank >= 0:
         out.append((lower, holder(lo_rank + 1), tail))
     else:  # rank 0: below the smallest value
         if points and points[0][1] != points[0][2]:
             raise InternalError("the smallest value is missing")
-        out.append((lower, points[0][0] if points else upper, -eps_prime * float(pn)))
+        out.append((lower, points[0][0] if points else upper, -eps_prime * (num / den)))
+    last = len(points) - 1
     for j, (v, _, r) in enumerate(points):
         if lo_rank < r < hi_rank:
-            if j + 1 < len(points):
+            if j < last:
                 nxt = points[j + 1][0]
             elif r == n:
                 nxt = upper
             else:
                 raise InternalError("an order statistic of the window is missing")
-            out.append((v, nxt, -eps_prime * (abs(r * pn.denominator - pn.numerator) / pn.denominator)))
+            out.append((v, nxt, -eps_prime * (abs(r * den - num) / den)))
     if hi_rank <= n:
         out.append((holder(hi_rank), upper, tail))
     return out
@@ -342,19 +351,30 @@ class _QuantilePrepared(Prepared):
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
         return raw_select(sql, [*values.keys, self.column])
 
+    def _value(self, n: t.Any, window: t.Any, noise: "NoiseSource") -> float:
+        return draw(rows_to_points(window), int(num(n)), self.p, self.eps_prime, self.lower, self.upper,
+                    noise, self.b, self.whole)
+
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
-        n = int(num(stats.get("n")))
-        points = rows_to_points(stats.get(self.column))
-        value = draw(points, n, self.p, self.eps_prime, self.lower, self.upper, noise, self.b, self.whole)
+        return self._value(stats.get("n"), stats.get(self.column), noise), self._entry()
+
+    def release_many(self, groups: t.Sequence[t.Mapping[str, t.Any]],
+                     noise: "NoiseSource") -> t.Sequence[tuple[t.Any, ReportEntry]]:
+        """One draw per group, one report entry for the column (the same for every group)."""
+        if not isinstance(groups, Groups) or not len(groups):
+            return super().release_many(groups, noise)
+        ns, windows = groups.column("n"), groups.column(self.column)
+        return ReleasedColumn([self._value(n, w, noise) for n, w in zip(ns, windows)], self._entry())
+
+    def _entry(self) -> ReportEntry:
         conf = self.ctx.confidence
         ranks = rank_error(self.eps_prime, self.lower, self.upper, conf, self.whole)
-        entry = ReportEntry(
+        return ReportEntry(
             column=self.label, mechanism=self.mechanism, epsilon=self.cost.epsilon,
             sensitivity=self.sensitivity, distribution="exponential mechanism on rank",
             note=(f"weights exp(-{fmt(self.eps_prime)}·|rank - {self.p:g}·n|), Δu={fmt(self.sensitivity)}; "
                   f"with {conf:.0%} probability the rank is within {ranks:.1f} of the best achievable"),
         )
-        return value, entry
 
     def explain(self) -> dict[str, str]:
         return {
