@@ -4,7 +4,8 @@ Releases use exact samplers on a grid 2^k fixed by the noise scale alone (Mirono
 discrete Laplace of ``dpsql.privacy.dlaplace`` (by inversion with certified floating point up to
 a scale of 2^32 grid units, else CKS20's Algorithm 2; one value or whole columns), and OpenDP's
 discrete Gaussian (Canonne, Kamath, Steinke 2020, "CKS20") and Laplace past that scale; the
-calibrations include the grid's slack. ``SeededNoise`` is insecure, for tests only.
+calibrations include the grid's slack. The exponential mechanism's choice is the exact inversion
+of ``dpsql.privacy.choice``. ``SeededNoise`` is insecure, for tests only.
 """
 
 from __future__ import annotations
