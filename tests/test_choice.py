@@ -17,12 +17,13 @@ import pytest
 from scipy.stats import chisquare
 
 from dpsql.privacy import choice
+from dpsql.privacy.dlaplace import RandomBytes
 from dpsql.privacy.noise import SecureNoise
 
 N = 60_000
 
 
-def seeded(seed: int = 3) -> choice.RandomBytes:
+def seeded(seed: int = 3) -> RandomBytes:
     return np.random.Generator(np.random.PCG64(seed)).bytes
 
 

@@ -34,10 +34,10 @@ import math
 import os
 import typing as t
 
-__all__ = ["weighted", "finite_scores", "RandomBytes"]
+if t.TYPE_CHECKING:  # the type only: dlaplace imports numpy, which this module does not need
+    from dpsql.privacy.dlaplace import RandomBytes
 
-#: A source of ``n`` independent uniform random bytes (``os.urandom`` for releases).
-RandomBytes = t.Callable[[int], bytes]
+__all__ = ["weighted", "finite_scores"]
 
 #: Bits of V read at once: a word below 2^53 times 2^-53 is an exact float.
 WORD = 53
@@ -71,10 +71,17 @@ def weighted(log_weights: t.Sequence[float], source: RandomBytes = os.urandom) -
     word = int.from_bytes(source(8), "little") >> (64 - WORD)
     a = word * 2.0**-WORD
     low, high = a * total, (a + 2.0**-WORD) * total
+    i = _certain(cum, low, high, err)
+    return finite[_exact(w, top, word, source) if i is None else i][0]
+
+
+def _certain(cum: list[t.Any], low: t.Any, high: t.Any, err: t.Any) -> int | None:
+    """The index i with cum[i−1] ≤ low and high < cum[i] however each value moves by up to
+    ``err`` (floats or decimals), or None when the interval [low, high] is not certainly in one step."""
     i = bisect.bisect_right(cum, low)
     if i < len(cum) and (i == 0 or cum[i - 1] + 2 * err <= low) and high + 2 * err < cum[i]:
-        return finite[i][0]
-    return finite[_exact(w, top, word, source)][0]
+        return i
+    return None
 
 
 def _exact(w: list[float], top: float, word: int, source: RandomBytes) -> int:
@@ -98,8 +105,8 @@ def _exact(w: list[float], top: float, word: int, source: RandomBytes) -> int:
             scale = decimal.Decimal(2) ** -width
             low = decimal.Decimal(num) * scale * total
             high = decimal.Decimal(num + 1) * scale * total
-            i = bisect.bisect_right(cum, low)
-            if i < len(cum) and (i == 0 or cum[i - 1] + 2 * err <= low) and high + 2 * err < cum[i]:
+            i = _certain(cum, low, high, err)
+            if i is not None:
                 return i
         num = (num << 64) | int.from_bytes(source(8), "little")
         width, prec = width + 64, prec + 25
