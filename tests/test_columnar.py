@@ -21,6 +21,7 @@ import pytest
 import dpsql
 from dpsql.engine.columns import Statistics, arrow_types
 from dpsql.engine.pipeline import release
+from dpsql.mechanisms.batch import Lists
 from dpsql.privacy import dlaplace, parallel
 from dpsql.privacy.noise import SeededNoise
 
@@ -78,6 +79,9 @@ QUERIES = [
     # a date key (fetched as rows) and a per-group mechanism
     f"SELECT day, DP_COUNT(*) FROM t GROUP BY day {EPS}",
     f"SELECT g, DP_MEDIAN(x) FROM t GROUP BY g {EPS}",
+    # order statistics as lists: the value histogram (τ-selected) and the window of ranks
+    f"SELECT k, DP_COUNT(*), DP_QUANTILE(x, 0.3) FROM t GROUP BY k {EPS}",
+    f"SELECT g, DP_MEDIAN(xf), DP_MAX(xr) FROM t GROUP BY g {EPS}",
     # no group
     f"SELECT DP_COUNT(*), DP_MEAN(x), DP_SUM(xb) FROM t {EPS}",
 ]
@@ -137,8 +141,47 @@ def test_statistic_columns_are_typed_only_where_exact(con: dpsql.Connection) -> 
 
 def test_arrow_types() -> None:
     assert arrow_types(["INTEGER", "BIGINT", "HUGEINT", "DOUBLE", "VARCHAR", "DECIMAL(18,3)", "BOOLEAN"])
-    for other in ("DATE", "TIMESTAMP", "UBIGINT", "INTEGER[]", "STRUCT(a INTEGER)", "INTERVAL", "UUID"):
+    assert arrow_types(["STRUCT(v INTEGER, c BIGINT)[]", "STRUCT(v DOUBLE, c BIGINT, r HUGEINT)[]"])
+    for other in ("DATE", "TIMESTAMP", "UBIGINT", "INTEGER[]", "STRUCT(a INTEGER)", "INTERVAL", "UUID",
+                  "STRUCT(v DECIMAL(10,2), c BIGINT)[]", "STRUCT(v DATE)[]", "STRUCT(v UBIGINT)[]",
+                  "STRUCT(v INTEGER[])[]", "STRUCT(v INTEGER)[][]"):
         assert not arrow_types(["BIGINT", other])
+
+
+@pytest.mark.parametrize("query", [QUERIES[10], QUERIES[11], QUERIES[12]])
+def test_lists_of_structs_read_as_the_rows_hold_them(con: dpsql.Connection, query: str) -> None:
+    """A histogram or a window of ranks comes as Arrow and reads back as the rows' lists of dicts
+    (ints stay ints, HUGEINT ranks are ints), also after a filter of the groups."""
+    ordered = f"SELECT * FROM ({con.prepare(query).sql}) ORDER BY ALL"
+    names, rows = con.engine.statistics(ordered)
+    _, stats = con.engine.statistics_columns(ordered)
+    lists = [j for j, c in enumerate(stats.columns) if isinstance(c, Lists)]
+    assert lists
+    keep = np.arange(stats.size) % 3 != 1
+    for j in lists:
+        assert stats.values(j).tolist() == [r[j] for r in rows]
+        assert stats.filter(keep).values(j).tolist() == [r[j] for r, k in zip(rows, keep) if k]
+        kinds = {type(x) for r in rows if r[j] for e in r[j] for x in e.values()}
+        assert kinds == {type(x) for v in stats.values(j) if v for e in v for x in e.values()}
+
+
+def test_lists_with_a_null_inside_are_read_as_rows() -> None:
+    ty = pa.list_(pa.struct([("v", pa.int32()), ("c", pa.int64())]))
+    good = pa.array([[{"v": 1, "c": 2}], None, [], [{"v": 3, "c": 1}, {"v": 4, "c": 5}]], ty)
+    stats = Statistics.from_arrow(pa.table({"h": good}), ["STRUCT(v INTEGER, c BIGINT)[]"])
+    assert stats is not None and isinstance(stats.columns[0], Lists)
+    assert stats.values(0).tolist() == good.to_pylist()
+    assert stats.filter(np.array([False, True, True, True])).values(0).tolist() == good.to_pylist()[1:]
+    assert stats.filter(np.array([True, False, False, True])).values(0).tolist() == \
+        [good.to_pylist()[0], good.to_pylist()[3]]
+    for bad in ([[{"v": None, "c": 2}]], [[None]]):
+        table = pa.table({"h": pa.array(bad, ty)})
+        assert Statistics.from_arrow(table, ["STRUCT(v INTEGER, c BIGINT)[]"]) is None
+    wide = pa.array([[{"v": 1, "r": 2**70}]], pa.list_(pa.struct([("v", pa.float64()), ("r", pa.decimal128(38, 0))])))
+    assert Statistics.from_arrow(pa.table({"h": wide}), ["STRUCT(v DOUBLE, r HUGEINT)[]"]) is None
+    sliced = pa.table({"h": good.slice(1)})  # an array whose offsets do not start at 0
+    stats = Statistics.from_arrow(sliced, ["STRUCT(v INTEGER, c BIGINT)[]"])
+    assert stats is not None and stats.values(0).tolist() == good.to_pylist()[1:]
 
 
 def test_secure_noise_columns_match_lists() -> None:

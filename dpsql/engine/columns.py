@@ -14,11 +14,15 @@ of every released value is the same whichever form the statistics came in:
   NULL as 0 and a mask of the NULLs beside it, otherwise an object array of the Python values
   DuckDB's rows hold;
 * a key column is an Arrow array of the type ``pyarrow.array`` infers from those Python values
-  (what the output table of the row form has).
+  (what the output table of the row form has);
+* a list of structs with integer and floating-point fields (a histogram, a window of order
+  statistics) is a :class:`~dpsql.mechanisms.batch.Lists`: int64 and float64 arrays of every
+  element, whose :meth:`~dpsql.mechanisms.batch.Lists.objects` are the rows' lists of dicts.
 
 Only the DuckDB types listed in :data:`ARROW_TYPES` take the Arrow form (their Arrow values
 read back as the Python values DuckDB's rows give); a statistics query with any other column
-type is fetched as rows.
+type is fetched as rows, and so is a result whose lists hold a NULL struct or field, or a
+HUGEINT past int64 (:meth:`Statistics.from_arrow` checks before any release).
 """
 
 from __future__ import annotations
@@ -30,13 +34,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpsql.mechanisms.batch import object_column
+from dpsql.mechanisms.batch import Lists, object_column
 
+_NUMBER = r"(?:TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|HUGEINT|FLOAT|DOUBLE)"
+#: ``STRUCT(name TYPE, ...)[]``: a list of structs whose fields are numbers read as int64 / float64.
+_STRUCT_LIST = re.compile(rf"STRUCT\((\w+ {_NUMBER}(?:, \w+ {_NUMBER})*)\)\[\]")
 #: DuckDB column types fetched as Arrow (see the module docstring).
-ARROW_TYPES = re.compile(
-    r"(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|HUGEINT|FLOAT|DOUBLE|VARCHAR"
-    r"|DECIMAL\(\d+,\s*\d+\))"
-)
+ARROW_TYPES = re.compile(rf"(BOOLEAN|{_NUMBER}|VARCHAR|DECIMAL\(\d+,\s*\d+\)|{_STRUCT_LIST.pattern})")
 #: Arrow types whose values are read as int64 / float64 without a change of value.
 _INTS = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32())
 _FLOATS = (pa.float32(), pa.float64())
@@ -76,18 +80,26 @@ class Statistics:
         if len(types) != table.num_columns or not all(map(_as_expected, types, table.schema.types)):
             return None
         hugeint = [j for j, ty in enumerate(types) if str(ty).upper() == "HUGEINT"]
-        return cls(table.column_names, [col.combine_chunks() for col in table.columns], table.num_rows, hugeint)
+        columns: list[t.Any] = [col.combine_chunks() for col in table.columns]
+        for j, ty in enumerate(types):
+            if _STRUCT_LIST.fullmatch(str(ty).upper()):
+                columns[j] = _lists(columns[j])
+                if columns[j] is None:
+                    return None
+        return cls(table.column_names, columns, table.num_rows, hugeint)
 
     def filter(self, mask: np.ndarray) -> "Statistics":
         """The groups where ``mask`` is true, in order."""
         keep = pa.array(mask, type=pa.bool_())
-        cols = [col.filter(keep) if isinstance(col, pa.Array) else col[mask] for col in self.columns]
+        cols = [col.filter(keep) if isinstance(col, pa.Array) else _take(col, mask) for col in self.columns]
         return Statistics(self.names, cols, int(mask.sum()), self.hugeint)
 
     def values(self, j: int) -> np.ndarray:
         """Column ``j`` as a statistic: int64 or float64 where exact and without NULL, else the
         rows' Python values in an object array (NULL as None)."""
         typed, nulls = self.stat(j)
+        if isinstance(typed, Lists):
+            return typed.objects()
         if nulls is None:
             return typed
         out = typed.astype(object)
@@ -99,7 +111,7 @@ class Statistics:
         and the mask of the NULLs (None when there are none), or, for other values, the rows'
         Python values in an object array (NULL as None) and None."""
         col = self.columns[j]
-        if not isinstance(col, pa.Array):
+        if not isinstance(col, pa.Array):  # Lists, or an object array of the rows' values
             return col, None
         nulls = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
         filled = pc.fill_null(col, 0) if col.null_count else col
@@ -138,9 +150,55 @@ class Statistics:
         return pa.array(self.values(j).tolist())
 
 
+def _lists(col: "pa.Array") -> Lists | None:
+    """A list-of-structs column as :class:`Lists`, or None when an element is NULL, has a NULL
+    field or a HUGEINT field past int64 (those are read from rows)."""
+    flat = col.flatten()  # the elements of the non-NULL lists, whatever the array's offset
+    if flat.null_count:
+        return None
+    fields = {}
+    for field, values in zip(flat.type, flat.flatten()):
+        if values.null_count:
+            return None
+        if pa.types.is_decimal(values.type):
+            try:
+                fields[field.name] = pc.cast(values, pa.int64()).to_numpy(zero_copy_only=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        else:
+            kind = np.float64 if values.type in _FLOATS else np.int64
+            fields[field.name] = values.to_numpy(zero_copy_only=False).astype(kind, copy=False)
+    lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(col) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
+    return Lists(offsets, fields, valid)
+
+
+def _take(col: "np.ndarray | Lists", mask: np.ndarray) -> "np.ndarray | Lists":
+    """The groups of a row-form or :class:`Lists` column where ``mask`` is true."""
+    if not isinstance(col, Lists):
+        return col[mask]
+    lengths = np.diff(col.offsets)
+    element = np.repeat(mask, lengths)
+    offsets = np.zeros(int(mask.sum()) + 1, dtype=np.int64)
+    np.cumsum(lengths[mask], out=offsets[1:])
+    return Lists(offsets, {name: a[element] for name, a in col.fields.items()},
+                 None if col.valid is None else col.valid[mask])
+
+
 def _as_expected(duck: str, arrow: "pa.DataType") -> bool:
     """Whether DuckDB's Arrow export of a column of type ``duck`` has the type read here."""
     duck = str(duck).upper()
+    struct = _STRUCT_LIST.fullmatch(duck)
+    if struct:
+        if not (pa.types.is_list(arrow) or pa.types.is_large_list(arrow)) or \
+                not pa.types.is_struct(arrow.value_type):
+            return False
+        fields = [f.split(" ") for f in struct.group(1).split(", ")]
+        kinds = arrow.value_type
+        return len(fields) == kinds.num_fields and all(
+            name.lower() == f.name.lower() and _as_expected(ty, f.type) for (name, ty), f in zip(fields, kinds))
     if duck == "HUGEINT":
         return pa.types.is_decimal(arrow) and arrow.scale == 0
     if duck.startswith("DECIMAL"):

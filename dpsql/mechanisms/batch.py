@@ -4,8 +4,9 @@
 and still a sequence of per-group mappings, so a mechanism that releases group by group reads it
 as before. :class:`ReleasedColumn` is the released values of every group with one report entry
 for the whole column: a mechanism that computes in numpy returns it, and the engine reads its
-values and summary without building an entry per group. Both are plain containers: nothing here
-reads data or draws noise.
+values and summary without building an entry per group. :class:`Lists` is a statistic that is a
+list of structs per group (a histogram, a window of order statistics), flattened into arrays. All
+are plain containers: nothing here reads data or draws noise.
 """
 
 from __future__ import annotations
@@ -23,17 +24,62 @@ def object_column(values: t.Iterable[t.Any], size: int) -> np.ndarray:
     return np.fromiter(values, dtype=object, count=size)
 
 
+class Lists:
+    """A statistic that is, per group, a list of structs with numeric fields (or NULL), flattened.
+
+    Element i of group g is at ``offsets[g] + i`` of every array in ``fields`` (int64 or
+    float64, one per struct field); ``valid`` marks the groups whose list is not NULL (None:
+    every group's). :meth:`objects` gives what a row holds: per group a list of dicts of Python
+    ints and floats, or None. :meth:`of` builds it from those rows' values.
+    """
+
+    def __init__(self, offsets: np.ndarray, fields: t.Mapping[str, np.ndarray],
+                 valid: np.ndarray | None = None) -> None:
+        self.offsets = offsets
+        self.fields = dict(fields)
+        self.valid = valid
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def of(cls, column: "Lists | t.Sequence[t.Any]", dtypes: t.Mapping[str, t.Any]) -> "Lists":
+        """``column`` as it is, or the per-group lists of mappings (None for NULL) of a row form,
+        each field in ``dtypes`` converted to its numpy type as ``float()`` or ``int()`` would."""
+        if isinstance(column, Lists):
+            return column
+        lists = [() if x is None else x for x in column]
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        size = int(offsets[-1])
+        fields = {name: np.fromiter((e[name] for x in lists for e in x), dtype=ty, count=size)
+                  for name, ty in dtypes.items()}
+        valid = np.fromiter((x is not None for x in column), dtype=bool, count=len(lists))
+        return cls(offsets, fields, None if valid.all() else valid)
+
+    def objects(self) -> np.ndarray:
+        """Per group the list of dicts a row holds (Python ints and floats), None for NULL."""
+        names = list(self.fields)
+        items = [dict(zip(names, vals)) for vals in zip(*(self.fields[n].tolist() for n in names))]
+        bounds = self.offsets.tolist()
+        out = object_column((items[a:b] for a, b in zip(bounds, bounds[1:])), len(self))
+        if self.valid is not None:
+            out[~self.valid] = None
+        return out
+
+
 class Groups(t.Sequence[t.Mapping[str, t.Any]]):
     """The exact statistics of ``size`` groups, one array per statistic name.
 
     A column is an object array of Python values (NULL as None), or, when every value is a
     number of that type, an int64 or float64 array, with NULL held as 0 and marked in
-    ``nulls[name]`` (a boolean mask). :meth:`array` hands out a column as it is when it has no
+    ``nulls[name]`` (a boolean mask), or a :class:`Lists` for a list of structs per group. :meth:`array` hands out a column as it is when it has no
     NULL, :meth:`numbers` reads NULL as 0, :meth:`column` and the per-group mappings always
     give the Python values (None for NULL).
     """
 
-    def __init__(self, columns: t.Mapping[str, np.ndarray], size: int,
+    def __init__(self, columns: t.Mapping[str, "np.ndarray | Lists"], size: int,
                  nulls: t.Mapping[str, np.ndarray | None] | None = None) -> None:
         self.columns = dict(columns)
         self.size = size
@@ -62,6 +108,10 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
         col = self.columns.get(name)
         if col is None:
             return np.full(self.size, None, dtype=object)
+        if isinstance(col, Lists):
+            if name not in self._objects:
+                self._objects[name] = col.objects()
+            return self._objects[name]
         if col.dtype == object:
             return col
         if name not in self._objects:
