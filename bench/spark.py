@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.generic:
         from dpsql.sql.target import SparkTarget
 
-        SparkTarget.value_histogram = SparkTarget.histogram_ranks = lambda self, node: None  # type: ignore[method-assign]
+        SparkTarget.value_histogram = lambda self, node: None  # type: ignore[method-assign]
 
     from pyspark.sql import SparkSession
 

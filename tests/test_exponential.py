@@ -224,13 +224,60 @@ def test_sql_window_equals_full_sort(grouped: bool) -> None:
             vals = values.get(row[0] if grouped else None, [])
             n = int(row[names.index("a0_n")] or 0)
             assert n == len(vals)
-            got = em.regions(em.rows_to_points(row[names.index(prep.column)]), n, p, prep.eps_prime, 0.0, 100.0, prep.b)
+            points = prep._points([row[names.index(prep.column)]])[0]
+            got = em.regions(points, n, p, prep.eps_prime, 0.0, 100.0, prep.b)
             want = em.regions(em.points_of(vals), n, p, prep.eps_prime, 0.0, 100.0, prep.b)
             assert got == want
             if vals:  # only a window of ranks comes back
                 pn = em.Fraction(p) * n
                 d = em.nearest(em.points_of(vals), n, pn, 0.0, 100.0)
-                assert len(row[names.index(prep.column)]) <= 2 * (d + prep.b + em.SLACK) + 3
+                assert len(points) <= 2 * (d + prep.b + em.SLACK) + 3
+
+
+def _one_window(hist: list[dict] | None, p: float, upper: float, reach: int) -> list[em.Point]:
+    """The window of ranks of one value histogram, group by group in plain Python: the steps of
+    the SQL window form (cumulative counts, D bounded from the values below U, the window, D from
+    the window's values, the window again), the reference for :func:`em.windows`."""
+    hist = hist or []
+    cums, total = [], 0
+    for h in hist:
+        total += h["c"]
+        cums.append(total)
+    n, pn = total, p * float(total)
+    below = [abs(float(r) - pn) for h, r in zip(hist, cums) if float(h["v"]) < upper]
+    d = min(below) if below else pn
+
+    def inside(r: int, c: int, dist: float) -> bool:
+        return float(r) >= pn - dist - reach and float(r - c) <= pn + dist + reach
+
+    need = [(h, r) for h, r in zip(hist, cums) if inside(r, h["c"], d)]
+    near = [abs(float(r) - pn) for h, r in need if float(h["v"]) < upper or r < n]
+    dist = min(d, min(near)) if near else d
+    return [(float(h["v"]), h["c"], r) for h, r in need if inside(r, h["c"], dist)]
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.77, 1.0])
+def test_windows_from_histograms_equal_the_group_by_group_steps(p: float) -> None:
+    """:func:`em.windows` (every group at once, in numpy) finds the window group by group Python
+    finds, on histograms with empty and NULL groups, values at U and groups of one value; and the
+    window gives the regions of a full sort of the group's values."""
+    rng = random.Random(int(p * 100))
+    upper = 40.0
+    for reach in (2, 9, 60):
+        hists: list[list[dict] | None] = [None, []]
+        for _ in range(60):
+            values = sorted(rng.sample(range(0, 41), rng.choice([1, 2, 5, 20, 41])))
+            hists.append([{"v": v, "c": rng.choice([1, 1, 2, 7, 300])} for v in values])
+        rng.shuffle(hists)
+        got = em.windows(em.Lists.of(hists, em.HISTOGRAM_FIELDS), p, upper, reach)
+        assert got == [_one_window(h, p, upper, reach) for h in hists]
+        eps = 1.0
+        b = em.window(eps)
+        for h, points in zip(hists, em.windows(em.Lists.of(hists, em.HISTOGRAM_FIELDS), p, upper, b + em.SLACK)):
+            values = [float(x["v"]) for x in h or [] for _ in range(x["c"])]
+            n = len(values)
+            assert em.regions(points, n, p, eps, 0.0, upper, b) == \
+                em.regions(em.points_of(values), n, p, eps, 0.0, upper, b)
 
 
 # -- accuracy on Adult -------------------------------------------------------------------------

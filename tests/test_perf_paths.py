@@ -112,8 +112,19 @@ def con() -> dpsql.Connection:
 
 
 def _subquery_rows(con: dpsql.Connection, query: str) -> list[tuple[t.Any, ...]]:
+    """The statistics rows; the exponential mechanism's list (a window of ranks, or the value
+    histogram it finds the window in) as the points the mechanism draws from."""
     prepared = con.prepare(query)
-    return sorted(con.engine.connection.execute(prepared.sql).fetchall(), key=repr)
+    cur = con.engine.connection.execute(prepared.sql)
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    lists = {name: prep for prep in prepared.plan.prepared if prep.mechanism == "exponential"
+             for name in [prep.column]}
+
+    def points(name: str, value: t.Any) -> t.Any:
+        return [list(p) for p in lists[name]._points([value])[0]] if name in lists else value
+
+    return sorted((tuple(map(points, names, row)) for row in rows), key=repr)
 
 
 @pytest.mark.parametrize("mechanism,options,p", [

@@ -26,7 +26,6 @@ import threading
 import typing as t
 
 from dpsql.errors import BindError, ExecutionError
-from dpsql.mechanisms.exponential import histogram_window
 from dpsql.sql.target import SPARK
 
 if t.TYPE_CHECKING:
@@ -203,7 +202,7 @@ class SparkEngine:
                 if all(atomic):  # numbers, strings, ...: already what DuckDB gives
                     rows = [tuple(row) for row in collected]
                 else:
-                    rows = [tuple(v if a else _finished(_plain(v)) for v, a in zip(row, atomic)) for row in collected]
+                    rows = [tuple(v if a else _plain(v) for v, a in zip(row, atomic)) for row in collected]
             except Exception:
                 raise ExecutionError(STATISTICS_FAILED) from None
         return list(frame.columns), rows
@@ -250,15 +249,6 @@ def _parallelism(session: t.Any) -> int | None:
         return max(1, int(session.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
         return None
-
-
-def _finished(value: t.Any) -> t.Any:
-    """A value as the DuckDB statement returns it: a collected value histogram (Spark's form of
-    the exponential mechanism's order statistics) becomes the window of ranks it stands for."""
-    if isinstance(value, dict) and "__hist" in value:
-        return histogram_window(value["__hist"] or [], float(value["__p"]), float(value["__upper"]),
-                                int(value["__reach"]))
-    return value
 
 
 def _atomic(data_type: t.Any) -> bool:

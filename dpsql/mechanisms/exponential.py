@@ -57,11 +57,17 @@ SQL (per group, two passes over the source: :func:`dpsql.sql.build.order_statist
     A histogram of 4096 (``build.BUCKETS``) equal-width buckets over [L, U] (count, min, max;
     cumulative counts by a window function), an upper bound on D from it, and the buckets
     holding a rank of the window; then an exact histogram (GROUP BY value) of the rows of those buckets that hold
-    more than one distinct value, found by a semi join on the bucket number. A column with few
-    distinct values (ages) needs nothing from the second pass. On DuckDB the histogram is
-    built once for the whole statement and n is read from it (:meth:`order_values`; see
-    ``dpsql.engine.rewrite``): n is not a separate aggregate of the rows. Only the window's distinct
-    values, with counts and cumulative ranks, come back: a few hundred numbers per group.
+    more than one distinct value, found by a semi join on the bucket number. Only the window's
+    distinct values, with counts and cumulative ranks, come back: a few hundred numbers per group.
+    On DuckDB the histogram is built once for the whole statement and n is read from it
+    (:meth:`order_values`; see ``dpsql.engine.rewrite``): n is not a separate aggregate of the rows.
+
+Whole numbers in a range of at most ``build.BUCKETS`` (ages, hours, days)
+    One pass, GROUP BY value, is the exact histogram, and it comes back whole: per group a list
+    of at most ``build.BUCKETS`` values with their counts, with no window function and no join
+    in SQL. :func:`windows` finds the window of ranks in it for every group at once, in numpy,
+    with the SQL's double arithmetic (``tests/test_perf_paths.py`` checks that it gives what the
+    bucketed SQL gives for the same values). The draw reads only the window either way.
 """
 
 from __future__ import annotations
@@ -70,11 +76,12 @@ import math
 import typing as t
 from fractions import Fraction
 
+import numpy as np
 from sqlglot import exp
 
 from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
-from dpsql.mechanisms.batch import Groups, ReleasedColumn
+from dpsql.mechanisms.batch import Groups, Lists, ReleasedColumn
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
@@ -260,12 +267,21 @@ def rank_error(eps_prime: float, lower: float, upper: float, confidence: float, 
 
 
 def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> str:
-    """Per group: the distinct values with ranks near p·n, as ``LIST({v, c, r})`` in ``column``.
+    """Per group, in ``column``: the distinct values with ranks near p·n as ``LIST({v, c, r})``,
+    or, for :attr:`~dpsql.sql.build.Values.one_per_bucket` values, the whole value histogram as
+    ``LIST({v, c})`` (at most ``build.BUCKETS`` values per group; :func:`windows` finds the window
+    in it, which is cheaper than finding it in SQL: no window function, no join).
 
     The window is [p·n − D − B, p·n + D + B] widened by SLACK, first with the upper bound on D
     that the histogram gives (its buckets' last values are candidates), then with D itself.
     """
     nm, ks = build.scratch(tag), values.keys
+    if values.one_per_bucket:
+        return f"""
+WITH {build.order_histogram(values, nm)}
+SELECT {build.leading(ks)}LIST({{'v': __lo, 'c': __c}} ORDER BY __lo) AS {column}
+FROM {nm.h} {build.group_by(ks)}
+"""
     p_, hi, reach = build.literal(p, double=True), build.literal(values.upper, double=True), b + SLACK
     bucket_d = (f"COALESCE(MIN(ABS(__cum - {p_} * __n)) FILTER (WHERE __hi < {hi}) "
                 f"{build.over(build.partition_by(ks))}, {p_} * __n)")
@@ -284,38 +300,68 @@ WHERE e.__cum >= {p_} * e.__n - {d} - {reach}
 """
 
 
-def histogram_window(hist: t.Sequence[t.Mapping[str, t.Any]], p: float, upper: float,
-                     reach: int) -> list[dict[str, t.Any]] | None:
-    """What :func:`ranks_sql` returns for one group, from the group's value histogram: ``hist``
-    holds the distinct values ``v`` in ascending order with their counts ``c`` (an engine that
-    returns the histogram itself, see :meth:`dpsql.sql.target.SparkTarget.histogram_ranks`).
+#: The numpy types of the fields of a window ``{v, c, r}`` and of a histogram ``{v, c}``.
+WINDOW_FIELDS = {"v": np.float64, "c": np.int64, "r": np.int64}
+HISTOGRAM_FIELDS = {"v": np.float64, "c": np.int64}
 
-    The same steps and the same double arithmetic as the SQL: cumulative counts, D bounded from
-    the values below U, the window widened by ``reach`` ranks, D from the window's values, the
-    window again. None for no values (a LIST of no rows).
+
+def _group_min(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per group, the least element of ``x`` in its range of ``offsets`` (+inf for none)."""
+    out = np.full(len(offsets) - 1, np.inf)
+    starts = offsets[:-1]
+    filled = starts < offsets[1:]
+    if filled.any():
+        out[filled] = np.minimum.reduceat(x, starts[filled])
+    return out
+
+
+def windows(hist: Lists, p: float, upper: float, reach: int) -> list[list[Point]]:
+    """Per group, the window of ranks that :func:`ranks_sql`'s list form returns, as points,
+    from the group's value histogram (``v`` ascending, counts ``c``; NULL or empty: no points).
+
+    Every group at once, with the SQL's double arithmetic: cumulative counts r, n, the distance
+    d = min |r − p·n| over the values below U, and the values whose ranges (r − c, r] meet
+    [p·n − d − reach, p·n + d + reach]. With one value per bucket d is D itself, or above it
+    only when the interval [L, x_1) (rank 0) is nearer, which the window then reaches too; the
+    SQL's second bound on D (from the window's values) cannot lower it. A group whose only value
+    is U keeps it (d = +inf).
     """
-    cums, total = [], 0
-    for h in hist:
-        total += int(h["c"])
-        cums.append(total)
-    n, pn = total, p * float(total)
-    below = [abs(float(r) - pn) for h, r in zip(hist, cums) if float(h["v"]) < upper]
-    d = min(below) if below else pn
+    off = hist.offsets
+    size = len(off) - 1
+    v = hist.fields["v"].astype(np.float64, copy=False)
+    c = hist.fields["c"].astype(np.int64, copy=False)
+    lengths = np.diff(off)
+    group = np.repeat(np.arange(size), lengths)
+    total = np.cumsum(c)
+    before = np.zeros(size, dtype=np.int64)  # the count of every earlier group's values
+    starts = off[:-1] > 0
+    before[starts] = total[off[:-1][starts] - 1]
+    r = total - before[group]
+    n = np.zeros(size, dtype=np.int64)
+    filled = lengths > 0
+    n[filled] = r[off[1:][filled] - 1]
+    at = (p * n.astype(np.float64))[group]
+    rf = r.astype(np.float64)
+    d = _group_min(np.where(v < upper, np.abs(rf - at), np.inf), off)[group]
+    keep = (rf >= at - d - reach) & ((r - c).astype(np.float64) <= at + d + reach)
+    counts = np.bincount(group[keep], minlength=size).tolist()
+    points = list(zip(v[keep].tolist(), c[keep].tolist(), r[keep].tolist()))
+    return _split(points, counts)
 
-    def inside(r: int, c: int, dist: float) -> bool:
-        return float(r) >= pn - dist - reach and float(r - c) <= pn + dist + reach
 
-    need = [(h, r) for h, r in zip(hist, cums) if inside(r, int(h["c"]), d)]
-    near = [abs(float(r) - pn) for h, r in need if float(h["v"]) < upper or r < n]
-    dist = min(d, min(near)) if near else d
-    out = [{"v": h["v"], "c": int(h["c"]), "r": r} for h, r in need if inside(r, int(h["c"]), dist)]
-    return out or None
+def window_points(window: Lists) -> list[list[Point]]:
+    """Per group, the points of a window ``{v, c, r}`` (what :func:`ranks_sql` returns)."""
+    f = window.fields
+    points = list(zip(f["v"].astype(np.float64, copy=False).tolist(), f["c"].tolist(), f["r"].tolist()))
+    return _split(points, np.diff(window.offsets).tolist())
 
 
-def rows_to_points(rows: t.Any) -> list[Point]:
-    if not rows:
-        return []
-    return [(float(x["v"]), int(x["c"]), int(x["r"])) for x in rows]
+def _split(points: list[Point], counts: list[int]) -> list[list[Point]]:
+    out, at = [], 0
+    for k in counts:
+        out.append(points[at:at + k])
+        at += k
+    return out
 
 
 # -- the mechanism ---------------------------------------------------------------------------
@@ -331,8 +377,10 @@ class _QuantilePrepared(Prepared):
         self.sensitivity = utility_sensitivity(self.p, ctx)
         self.eps_prime = exponent(self.p, self.sensitivity, cost.epsilon)
         self.b = window(self.eps_prime)
-        self.column = f"a{agg.index}_ranks"
         self.integer = whole_numbers(agg)
+        #: whole numbers in a range of at most ``build.BUCKETS``: the SQL returns the value histogram
+        self.histogram = build.Values("", (), "", self.lower, self.upper, self.integer).one_per_bucket
+        self.column = f"a{agg.index}_{'hist' if self.histogram else 'ranks'}"
         #: whole-number candidates: whole-number data and bounds that floats hold exactly
         self.whole = self.integer and max(abs(self.lower), abs(self.upper)) <= 2.0**53
 
@@ -351,20 +399,26 @@ class _QuantilePrepared(Prepared):
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
         return raw_select(sql, [*values.keys, self.column])
 
-    def _value(self, n: t.Any, window: t.Any, noise: "NoiseSource") -> float:
-        return draw(rows_to_points(window), int(num(n)), self.p, self.eps_prime, self.lower, self.upper,
-                    noise, self.b, self.whole)
+    def _points(self, column: "Lists | t.Sequence[t.Any]") -> list[list[Point]]:
+        """Per group, the points of the window of ranks, from the list :func:`ranks_sql` returns
+        (a :class:`Lists`, or the rows' lists of dicts)."""
+        if self.histogram:
+            return windows(Lists.of(column, HISTOGRAM_FIELDS), self.p, self.upper, self.b + SLACK)
+        return window_points(Lists.of(column, WINDOW_FIELDS))
+
+    def _value(self, n: t.Any, points: list[Point], noise: "NoiseSource") -> float:
+        return draw(points, int(num(n)), self.p, self.eps_prime, self.lower, self.upper, noise, self.b, self.whole)
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
-        return self._value(stats.get("n"), stats.get(self.column), noise), self._entry()
+        return self._value(stats.get("n"), self._points([stats.get(self.column)])[0], noise), self._entry()
 
     def release_many(self, groups: t.Sequence[t.Mapping[str, t.Any]],
                      noise: "NoiseSource") -> t.Sequence[tuple[t.Any, ReportEntry]]:
         """One draw per group, one report entry for the column (the same for every group)."""
         if not isinstance(groups, Groups) or not len(groups):
             return super().release_many(groups, noise)
-        ns, windows = groups.column("n"), groups.column(self.column)
-        return ReleasedColumn([self._value(n, w, noise) for n, w in zip(ns, windows)], self._entry())
+        ns, points = groups.column("n"), self._points(groups.array(self.column))
+        return ReleasedColumn([self._value(n, w, noise) for n, w in zip(ns, points)], self._entry())
 
     def _entry(self) -> ReportEntry:
         conf = self.ctx.confidence
@@ -384,7 +438,9 @@ class _QuantilePrepared(Prepared):
             "weights": (f"exp(-{fmt(self.eps_prime)}·|i - {self.p:g}·n|) per "
                         + ("whole number of [L, U]" if self.whole
                            else f"point of the grid 2^{grid(self.lower, self.upper)}")),
-            "sql": (f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
+            "sql": (f"the value histogram per group (GROUP BY value), read for the ranks within "
+                    f"D ± {self.b + SLACK} of {self.p:g}·n" if self.histogram else
+                    f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
                     f"({build.BUCKETS}-bucket histogram, then exact values)"),
         }
 

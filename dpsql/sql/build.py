@@ -221,6 +221,15 @@ def _histogram_cte(values: Values, names: Scratch, buckets: int = BUCKETS) -> st
     return f"{names.h} AS (\n  {histogram(values, nulls=False, buckets=buckets)}\n)"
 
 
+def order_histogram(values: Values, names: Scratch) -> str:
+    """The CTE ``names.h`` (the text after ``WITH``): per group, one row per distinct non-NULL
+    value of :attr:`Values.one_per_bucket` values, ``__b`` = ``__lo`` = ``__hi`` = the value and
+    its count ``__c``; read from the shared histogram when there is one."""
+    if not values.one_per_bucket:
+        raise ValueError("a value histogram needs whole numbers in a range of at most BUCKETS")
+    return _histogram_cte(values, names)
+
+
 def order_statistics(values: Values, names: Scratch, near: str,
                      extra: t.Mapping[str, str] | None = None, buckets: int = BUCKETS) -> str:
     """CTEs (the text after ``WITH``) for the distinct values of a window of ranks, per group,

@@ -31,10 +31,9 @@ the window, in a second pass         :meth:`SparkTarget.value_histogram`
 public key domain)                   (:meth:`SparkTarget.broadcast_statistics`); rows of plain literals
                                      (numbers, simple strings, NULL, booleans) are kept as text
                                      rather than parsed: :meth:`SparkTarget.key_rows`
-exponential mechanism's window of    the value histogram per group, sorted (one aggregate, no window);
-ranks (``__e_pts``, ``__e_vd``)      the driver computes the window: :meth:`SparkTarget.histogram_ranks`
-``__stats`` = ``COUNT(v)`` only,     each count read from v's collected histogram and ``__stats`` not
-without GROUP BY                     run: :meth:`SparkTarget.counts_from_histograms`
+``__stats`` = ``COUNT(v)`` only,     each count read from the value histogram that the exponential
+without GROUP BY                     mechanism returns as a list, and ``__stats`` not run:
+                                     :meth:`SparkTarget.counts_from_histograms`
 ``__hist``: one histogram for the    not generated (``shared_histogram = False``): the rewrite gives
 statement, ``__stats`` read from it  Spark the statement whose subquery builds its own histogram
 ``"db"."main"."t"``                  ``t`` (schema ``main`` is the session's current database and
@@ -121,7 +120,7 @@ class SparkTarget(Target):
 
     name = "spark"
     dialect = "spark"
-    #: Spark's forms (:meth:`histogram_ranks`, :meth:`counts_from_histograms`) start from the
+    #: Spark's forms (:meth:`value_histogram`, :meth:`counts_from_histograms`) start from the
     #: statement whose subqueries build their own histograms
     shared_histogram = False
 
@@ -139,8 +138,6 @@ class SparkTarget(Target):
     def written(self, sql: str) -> str:
         """The statement in Spark SQL, form by form (the table in the module's docstring)."""
         tree = sqlglot.parse_one(sql, read="duckdb")
-        for select in list(tree.find_all(exp.Select)):  # before value_histogram: bounded histograms only
-            self.histogram_ranks(select)
         for with_ in list(tree.find_all(exp.With)):
             self.value_histogram(with_)
         if isinstance(tree, exp.Select):
@@ -270,57 +267,12 @@ class SparkTarget(Target):
             for name in ("multi", "vals0", "vals"):
                 parts[name].pop()
 
-    def histogram_ranks(self, select: exp.Select) -> None:
-        """The exponential mechanism's order statistics (:func:`dpsql.mechanisms.exponential.ranks_sql`)
-        in one value-histogram form: the histogram ``__e_h`` (one row per group and distinct value)
-        collected per group, sorted, with the window's constants; no window function, no join.
-
-        The ranks, the distance D and the window's filter (the rest of ``ranks_sql``) are computed
-        from the histogram on the driver by :func:`dpsql.mechanisms.exponential.histogram_window`,
-        with the same arithmetic, so the rows equal DuckDB's. Spark's form of the other CTEs took a
-        shuffle for each window and ran the histogram twice (``__e_pts`` is read twice); this one is
-        the histogram's aggregate and a sort of its rows. Applies to DuckDB's own value-histogram
-        form only (whole numbers in a range of at most ``build.BUCKETS``: at most that many values
-        per group reach the driver), not to the bucketed form that :meth:`value_histogram` turns
-        into one bucket per distinct value, which may hold as many values as rows.
-        """
-        with_ = select.args.get("with_")
-        if with_ is None or select.args.get("joins") is None or len(select.expressions) < 1:
-            return
-        ctes = {c.alias: c for c in with_.expressions}
-        if set(ctes) != {"__e_h", "__e_hist", "__e_need", "__e_pts", "__e_vd"}:
-            return
-        column = select.expressions[-1]
-        where = select.args.get("where")
-        vd = ctes["__e_vd"].this
-        if not (isinstance(column, exp.Alias) and isinstance(column.this, exp.ArrayAgg) and where is not None
-                and isinstance(vd, exp.Select) and vd.find(exp.Filter) is not None):
-            return
-        first = where.this.find(exp.GTE) if isinstance(where.this, exp.And) else None
-        bound = vd.find(exp.Filter).find(exp.LT)
-        rank = first.expression if first is not None else None
-        if not (isinstance(rank, exp.Sub) and isinstance(rank.this, exp.Sub) and isinstance(rank.this.this, exp.Mul)
-                and isinstance(rank.expression, exp.Literal) and bound is not None):
-            return
-        p, reach, upper = rank.this.this.this, rank.expression, bound.expression
-        keys = [exp.column(k.name) for k in select.expressions[:-1]]
-        body = sqlglot.parse_one(
-            "SELECT {'__hist': LIST({'v': __lo, 'c': __c} ORDER BY __lo), '__p': 0, '__upper': 0, "
-            "'__reach': 0} FROM __e_h", read="duckdb")
-        values = {e.name: e for e in body.expressions[0].find_all(exp.PropertyEQ)}
-        values["__p"].set("expression", p.copy())
-        values["__upper"].set("expression", upper.copy())
-        values["__reach"].set("expression", reach.copy())
-        body.set("expressions", [*keys, exp.alias_(body.expressions[0], column.alias)])
-        if keys:
-            body = body.group_by(*[k.copy() for k in keys], copy=False)
-        body.set("with_", exp.With(expressions=[ctes["__e_h"].copy()]))
-        select.replace(body)
-
     def counts_from_histograms(self, top: exp.Select) -> None:
-        """``__stats`` of an ungrouped query holding only ``COUNT(v)`` of values whose collected
-        histogram (:meth:`histogram_ranks`) a subquery returns: each count read from that
-        histogram's sum instead, and ``__stats`` not run (a whole pass over the rows less).
+        """``__stats`` of an ungrouped query holding only ``COUNT(v)`` of values whose value
+        histogram a subquery returns as a list (the exponential mechanism's form for whole
+        numbers in a narrow range, :func:`dpsql.mechanisms.exponential.ranks_sql`): each count
+        read from that list, the sum of its counts ``c``, and ``__stats`` not run (a whole pass
+        over the rows less).
 
         The histogram counts the non-NULL values of ``v`` in ``__src``, so its sum is
         ``COUNT(v)`` (0 for no rows, as COUNT). ``SELECT *, __sq.c FROM __stats CROSS JOIN
@@ -336,7 +288,7 @@ class SparkTarget(Target):
                 and isinstance(stats.this, exp.Select) and not stats.this.args.get("group")
                 and all(j.kind == "CROSS" and isinstance(j.this, exp.Table) for j in joins)):
             return
-        # value column → (subquery, its histogram column), for the collected histograms
+        # value column → (subquery, its histogram column), for the histograms returned as lists
         found: dict[str, tuple[str, str]] = {}
         for join in joins:
             cte = ctes.get(join.this.name)
@@ -345,21 +297,19 @@ class SparkTarget(Target):
                 h = h.expressions[0] if h is not None and len(h.expressions) == 1 else None
                 column = select.expressions[-1] if select.expressions else None
                 if h is None or h.alias != "__e_h" or not isinstance(column, exp.Alias) \
-                        or not isinstance(column.this, exp.Struct) or "__hist" not in column.this.sql():
+                        or not isinstance(column.this, exp.ArrayAgg) or select.args.get("group"):
                     continue
                 low = next((e for e in h.this.expressions if e.alias == "__lo"), None)
                 if isinstance(low, exp.Alias) and isinstance(low.this, exp.Column):
-                    found[low.this.name] = (join.this.name, column)
+                    found[low.this.name] = (join.this.name, column.alias)
         counts = []
         for e in stats.this.expressions:
             arg = e.this.this if isinstance(e, exp.Alias) and isinstance(e.this, exp.Count) else None
             if not (isinstance(arg, exp.Column) and arg.name in found and not e.this.args.get("distinct")):
                 return
             sub, column = found[arg.name]
-            counts.append(exp.alias_(sqlglot.parse_one(f"{sub}.{column.alias}.__n", read="duckdb"), e.alias))
-            if "__n" not in {p.name for p in column.this.expressions}:
-                column.this.append("expressions", exp.PropertyEQ(
-                    this=exp.to_identifier("__n"), expression=sqlglot.parse_one("COALESCE(SUM(__c), 0)", read="duckdb")))
+            total = f"COALESCE(AGGREGATE({sub}.{column}, CAST(0 AS BIGINT), (__a, __e) -> __a + __e.c), 0)"
+            counts.append(exp.alias_(sqlglot.parse_one(total, read="spark"), e.alias))
         every = [exp.Column(this=exp.Star(), table=exp.to_identifier(j.this.name)) for j in joins]
         top.set("expressions", [*counts, *every, *top.expressions[1:]])
         source.set("this", joins[0].this.copy())
@@ -395,8 +345,19 @@ class SparkTarget(Target):
 
     def ordered_list(self, order: exp.Order, where: exp.Expression | None = None) -> exp.Expression:
         """``LIST(x ORDER BY y, ...) [FILTER (WHERE ...)]``: a list of structs sorted by their
-        leading fields (the filter goes on ``COLLECT_LIST``)."""
+        leading fields (the filter goes on ``COLLECT_LIST``), NULL when it would be empty (as
+        DuckDB's LIST of no rows; Spark's COLLECT_LIST gives an empty array)."""
         value, keys = order.this, [o.this for o in order.expressions]
+        listed = self._sorted_list(value, keys, order, where)
+        size = _fn("SIZE", self._sorted_list(value, keys, order, where, sort=False))
+        return exp.Case(ifs=[exp.If(this=exp.GT(this=size, expression=exp.Literal.number(0)), true=listed)])
+
+    def _sorted_list(self, value: exp.Expression, keys: list[exp.Expression], order: exp.Order,
+                     where: exp.Expression | None, sort: bool = True) -> exp.Expression:
+        """The sorted ``COLLECT_LIST`` of :meth:`ordered_list` (``sort=False``: the collection
+        alone, which Spark computes once for both uses)."""
+        value, keys = value.copy(), [k.copy() for k in keys]
+        where = where.copy() if where is not None else None
 
         def collect(item: exp.Expression) -> exp.Expression:
             agg = _fn("COLLECT_LIST", item)
@@ -408,9 +369,11 @@ class SparkTarget(Target):
             first = value.expressions[0] if value.expressions else None
             first_value = first.expression if isinstance(first, exp.PropertyEQ) else first
             if first_value is not None and first_value == keys[0]:
-                return _fn("ARRAY_SORT", collect(value))
+                return _fn("ARRAY_SORT", collect(value)) if sort else collect(value)
         fields = [exp.PropertyEQ(this=exp.to_identifier(f"__o{j}"), expression=k) for j, k in enumerate(keys)]
         fields.append(exp.PropertyEQ(this=exp.to_identifier("__x"), expression=value))
+        if not sort:
+            return collect(exp.Struct(expressions=fields))
         pairs = _fn("ARRAY_SORT", collect(exp.Struct(expressions=fields)))
         element = exp.to_identifier("__e")
         pick = exp.Lambda(this=exp.Dot(this=exp.column(element), expression=exp.to_identifier("__x")),
