@@ -9,7 +9,8 @@ own fresh random words. A lane's result is therefore exactly distributed as one 
 algorithm, independently of the other lanes (which lane finishes in which round does not
 depend on anything but that lane's own draws).
 
-Randomness: bytes from the operating system's CSPRNG (``os.urandom``) for releases, read as
+Randomness: bytes from a ChaCha20 stream keyed by the operating system's CSPRNG
+(:func:`dpsql.privacy.csprng.random_bytes`) for releases, read as
 little-endian 8-, 32- or 64-bit words; tests pass a seeded source of bytes. Integers stay in int64 while they provably fit; a lane whose
 intermediate would not (a geometric count past 2^63/t, probability about e^(−2^63/t)) finishes
 in Python integers, so the law is exact for every lane.
@@ -49,20 +50,23 @@ from __future__ import annotations
 
 import decimal
 import math
-import os
 import typing as t
 from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["RandomBytes", "secure_bytes", "discrete_laplace", "cks20", "one", "place_one", "fits", "add_on_grid", "add_int", "place", "MIN_CHUNK"]
+from dpsql.privacy.csprng import random_bytes
+
+__all__ = ["RandomBytes", "secure_bytes", "discrete_laplace", "cks20", "one", "place_one", "fits", "add_on_grid", "add_int", "place", "BLOCK"]
 
 #: A source of ``n`` independent uniform random bytes.
 RandomBytes = t.Callable[[int], bytes]
 
-#: Fewest values per thread when a column is drawn on several threads (numpy and the CSPRNG
-#: run without the interpreter lock for most of a draw).
-MIN_CHUNK = 16384
+#: Most lanes drawn at once by inversion. Every numpy step of a draw makes a temporary array;
+#: at 8,192 lanes those are 64 KiB, which malloc hands back and forth from memory already
+#: mapped (and they stay in cache), where a 100,000-lane step's 800 KB arrays are mapped afresh
+#: and page-faulted on every call: half the time of a long column (``docs/benchmarks.md``).
+BLOCK = 8192
 #: Largest int64: lanes whose X = U + t·V would pass it finish in Python integers.
 INT64_MAX = 2**63 - 1
 #: Largest numerator t handled on arrays (U and the uniform draw below t are int64).
@@ -77,8 +81,9 @@ K_MAX = 2**32 - 1
 
 
 def secure_bytes(n: int) -> bytes:
-    """``n`` uniform bytes from the operating system's CSPRNG."""
-    return os.urandom(n)
+    """``n`` uniform bytes for a release: a ChaCha20 stream keyed by the operating system's
+    CSPRNG (:mod:`dpsql.privacy.csprng`)."""
+    return random_bytes(n)
 
 
 def fits(scale: Fraction) -> bool:
@@ -301,7 +306,7 @@ def _inversion(scale: Fraction, n: int, bits: _Bits) -> tuple[np.ndarray, dict[i
     filled = 0
     reject = -math.expm1(-1.0 / float(scale)) / 2.0  # P[G = 0 and negative]
     while filled < n:
-        m = math.ceil((n - filled) / (1.0 - reject) * 1.01) + 16  # rarely a second round
+        m = min(math.ceil((n - filled) / (1.0 - reject) * 1.01) + 16, BLOCK)  # rarely an extra round
         g, big, negative = _magnitudes(scale, m, bits)
         kept = _returned(g, negative)[:n - filled]
         out[filled:filled + kept.size] = (g * (1 - 2 * negative.view(np.int8)))[kept]  # ±G
@@ -379,8 +384,14 @@ def add_on_grid(values: t.Sequence[float], unit: Fraction, k: int,
     """Each (finite) value rounded to the nearest multiple of 2^k (ties to even), plus 2^k·Z with
     Z discrete Laplace of scale ``unit`` (the noise scale divided by 2^k; :func:`fits` must
     hold): ``SecureNoise.laplace`` on the grid 2^k for a whole column (a numpy array of
-    ``values`` gives a float64 array, a sequence a list)."""
-    return place(values, discrete_laplace(unit, len(values), source), k)
+    ``values`` gives a float64 array, a sequence a list), :data:`BLOCK` values at a time."""
+    if not isinstance(values, np.ndarray) or len(values) <= BLOCK:
+        return place(values, discrete_laplace(unit, len(values), source), k)
+    out = np.empty(len(values), dtype=np.float64)
+    for i in range(0, len(values), BLOCK):
+        part = values[i:i + BLOCK]
+        out[i:i + len(part)] = place(part, discrete_laplace(unit, len(part), source), k)
+    return out
 
 
 def place(values: t.Sequence[float], z: np.ndarray, k: int) -> list[float]:

@@ -375,13 +375,14 @@ class SecureNoise(NoiseSource):
         scale = _num("scale", scale)
         k, cast = (0, int) if kind.endswith("_int") else (grid_exponent(scale), float)
         data = _column(values, cast)
-        if kind.startswith("laplace"):  # CKS20 on whole arrays, numpy imported on first use
+        if kind.startswith("laplace"):  # exact discrete Laplace on whole arrays, numpy imported on first use
             from dpsql.privacy import dlaplace
 
             unit = Fraction(scale) / Fraction(2) ** k  # k = 0 for integers
             if dlaplace.fits(unit):
-                add = dlaplace.add_int if cast is int else functools.partial(dlaplace.add_on_grid, k=k)
-                return map_chunks(lambda chunk: add(chunk, unit), data, dlaplace.MIN_CHUNK)
+                # one thread: its blocks of numpy steps are short, and two threads on them
+                # wait on each other more than they gain (docs/benchmarks.md, round 6)
+                return dlaplace.add_int(data, unit) if cast is int else dlaplace.add_on_grid(data, unit, k)
 
         def draw(chunk: Any) -> list[float]:
             chunk = chunk.tolist() if hasattr(chunk, "tolist") else chunk  # OpenDP reads lists
