@@ -207,10 +207,10 @@ class _AdditivePrepared(Prepared):
                     s = cols.numbers("s")
                     out["s2"] = np.maximum(cols.numbers("q") - 2 * c * s + c * c * n, 0.0)
             top = sys.float_info.max
-            for name, value in out.items():
+            for name, value in out.items():  # every array here is new: changed in place
                 lo, hi = self.part_range(name)
-                out[name] = np.clip(np.nan_to_num(value, nan=0.0, posinf=top, neginf=-top),
-                                    max(lo, -top), min(hi, top))
+                value = np.nan_to_num(value, copy=False, nan=0.0, posinf=top, neginf=-top)
+                out[name] = np.clip(value, max(lo, -top), min(hi, top), out=value)
         return out
 
     def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
@@ -245,12 +245,19 @@ class _AdditivePrepared(Prepared):
         n, s1 = noisy["n"], noisy["s1"]
         pn, ps = self.parts["n"], self.parts["s1"]
         denom = np.maximum(n, 1.0)
-        mean = _clamp(self.center + s1 / denom, self.lower, self.upper)
+        mean = s1 / denom
+        mean += self.center
+        mean = _clamp(mean, self.lower, self.upper)
         # Both parts inside their (1+c)/2 intervals holds with probability >= c (union bound).
         q = (1 + conf) / 2
         hn, hs = pn.ci(q), ps.ci(q)
-        width = (hs + np.abs(mean - self.center) * hn) / np.maximum(denom - hn, 1.0)
-        width = np.minimum(width, self.upper - self.lower)
+        width = mean - self.center  # (hs + |mean − c|·hn) / max(denom − hn, 1), in place
+        np.abs(width, out=width)
+        width *= hn
+        width += hs
+        denom -= hn
+        width /= np.maximum(denom, 1.0, out=denom)
+        np.minimum(width, self.upper - self.lower, out=width)
         return ReleasedColumn(mean, self._report(ps.sensitivity, ps.scale, None,
                                                           "ratio of noisy sum and noisy count"), width)
 
@@ -341,7 +348,10 @@ class Gaussian(_Additive):
 
 def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:
     """:func:`dpsql.mechanisms.base.clamp` on a column: NaN → ``lo``, then into [lo, hi]."""
-    return np.minimum(np.maximum(np.where(np.isnan(x), lo, x), lo), hi)
+    out = np.maximum(x, lo)  # NaN stays NaN
+    np.minimum(out, hi, out=out)
+    np.copyto(out, lo, where=np.isnan(out))
+    return out
 
 
 #: Below this magnitude, Σv and c·n and their difference are exact in int64.
