@@ -225,16 +225,16 @@ class _AdditivePrepared(Prepared):
             part = self.parts["n"]
             counts = noisy["n"]
             if isinstance(counts, np.ndarray) and counts.dtype == np.int64:
-                values: t.Any = np.maximum(counts, 0)
+                values: t.Any = np.maximum(counts, 0, out=counts)  # the noisy column is ours
             else:
                 values = [x if x > 0 else 0 for x in map(int, counts)]
             return ReleasedColumn(values, self._report(part.sensitivity, part.scale, None),
-                                  np.full(len(values), part.ci(conf)))
+                                  _same(part.ci(conf), len(values)))
         if self.stat == "sum":
             part = self.parts["s"]
             values = np.asarray(noisy["s"], dtype=np.float64)
             return ReleasedColumn(values, self._report(part.sensitivity, part.scale, None),
-                                  np.full(len(values), part.ci(conf)))
+                                  _same(part.ci(conf), len(values)))
         arrays = {name: np.asarray(col, dtype=np.float64) for name, col in noisy.items()}
         with np.errstate(all="ignore"):
             if self.stat == "mean":
@@ -344,6 +344,11 @@ class Gaussian(_Additive):
         if cost.rho == 0 and cost.delta == 0:
             raise OptionError("mechanism 'gaussian' needs delta > 0 (or rho for zCDP)")
         return super().prepare(agg, ctx, cost)
+
+
+def _same(width: float, size: int) -> np.ndarray:
+    """One interval half-width for every group, as a read-only array (no memory per group)."""
+    return np.broadcast_to(np.float64(width), (size,))
 
 
 def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:

@@ -417,7 +417,8 @@ def add_int(values: t.Sequence[int], unit: Fraction, source: RandomBytes = secur
     fit = z.dtype != object and (not z.size or int(np.abs(z).max()) < 2**62)
     if isinstance(values, np.ndarray) and values.dtype == np.int64:
         if fit and (not values.size or (-2**62 < int(values.min()) and int(values.max()) < 2**62)):
-            return values + z  # |sum| < 2^63
+            z += values  # |sum| < 2^63; z is this call's own array
+            return z
         return [int(v) + int(d) for v, d in zip(values.tolist(), z.tolist())]
     if fit and -2**62 < min(values, default=0) and max(values, default=0) < 2**62:
         return (np.asarray(values, dtype=np.int64) + z).tolist()  # |sum| < 2^63

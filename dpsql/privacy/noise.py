@@ -449,11 +449,12 @@ def _column(values: Sequence[float], cast: type) -> Any:
     if dtype is not None and getattr(values, "ndim", 0) == 1 and dtype.kind in "if":
         import numpy
 
+        # copy=False: the samplers never write to the column they are given
         if dtype.kind == "i":  # int64 → float64 rounds to nearest, as float(int) does
-            return values.astype(numpy.int64 if cast is int else numpy.float64)  # type: ignore[attr-defined]
+            return values.astype(numpy.int64 if cast is int else numpy.float64, copy=False)  # type: ignore[attr-defined]
         finite = bool(numpy.isfinite(values).all())
         if finite and cast is float:
-            return values.astype(numpy.float64)  # type: ignore[attr-defined]
+            return values.astype(numpy.float64, copy=False)  # type: ignore[attr-defined]
         if finite and bool((numpy.abs(values) < 2.0**53).all()):
             return values.astype(numpy.int64)  # type: ignore[attr-defined]  # truncates, as int()
     return [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
