@@ -74,9 +74,10 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
 
     A column is an object array of Python values (NULL as None), or, when every value is a
     number of that type, an int64 or float64 array, with NULL held as 0 and marked in
-    ``nulls[name]`` (a boolean mask), or a :class:`Lists` for a list of structs per group. :meth:`array` hands out a column as it is when it has no
-    NULL, :meth:`numbers` reads NULL as 0, :meth:`column` and the per-group mappings always
-    give the Python values (None for NULL).
+    ``nulls[name]`` (a boolean mask), or a :class:`Lists` for a list of structs per group.
+    :meth:`array` hands out a column as it is when it has no NULL, :meth:`numbers` reads NULL
+    as 0, :meth:`column` and the per-group mappings always give the Python values (None for
+    NULL).
     """
 
     def __init__(self, columns: t.Mapping[str, "np.ndarray | Lists"], size: int,
