@@ -379,7 +379,7 @@ class _QuantilePrepared(Prepared):
         self.b = window(self.eps_prime)
         self.integer = whole_numbers(agg)
         #: whole numbers in a range of at most ``build.BUCKETS``: the SQL returns the value histogram
-        self.histogram = build.Values("", (), "", self.lower, self.upper, self.integer).one_per_bucket
+        self.histogram = build.one_per_bucket(self.lower, self.upper, self.integer)
         self.column = f"a{agg.index}_{'hist' if self.histogram else 'ranks'}"
         #: whole-number candidates: whole-number data and bounds that floats hold exactly
         self.whole = self.integer and max(abs(self.lower), abs(self.upper)) <= 2.0**53

@@ -15,8 +15,8 @@ byte, half the time of a long column of discrete Laplace noise; the keystream co
 a uniform point of a grid) read ``os.urandom`` and ``secrets`` directly, which is cheaper there.
 
 Keys
-    * one stream per thread (the noise of a long column is drawn on several threads at once;
-      a stream is never shared, so no lock is needed);
+    * one stream per thread (a caller may release from several threads at once; a stream is
+      never shared, so no lock is needed);
     * a fresh key in a child process: after ``fork`` the parent's streams are dropped, so a
       child never repeats its parent's bytes;
     * a fresh key after :data:`REKEY_BYTES` bytes of one stream, far below the 2^38 bytes

@@ -186,9 +186,14 @@ class Values:
 
     @property
     def one_per_bucket(self) -> bool:
-        """Whether a value histogram (GROUP BY value) has at most :data:`BUCKETS` rows per group:
-        whole numbers in a range of at most that many."""
-        return self.integer and self.upper - self.lower < BUCKETS
+        """:func:`one_per_bucket` of these values."""
+        return one_per_bucket(self.lower, self.upper, self.integer)
+
+
+def one_per_bucket(lower: float, upper: float, integer: bool) -> bool:
+    """Whether a value histogram (GROUP BY value) has at most :data:`BUCKETS` rows per group:
+    whole numbers in a range of at most that many."""
+    return integer and upper - lower < BUCKETS
 
 
 def _bucket(values: Values, buckets: int = BUCKETS) -> str:

@@ -347,12 +347,14 @@ class SparkTarget(Target):
         """``LIST(x ORDER BY y, ...) [FILTER (WHERE ...)]``: a list of structs sorted by their
         leading fields (the filter goes on ``COLLECT_LIST``), NULL when it would be empty (as
         DuckDB's LIST of no rows; Spark's COLLECT_LIST gives an empty array)."""
+        if any(o.args.get("desc") for o in order.expressions):
+            raise NotImplementedError("descending ordered lists have no Spark form yet")
         value, keys = order.this, [o.this for o in order.expressions]
-        listed = self._sorted_list(value, keys, order, where)
-        size = _fn("SIZE", self._sorted_list(value, keys, order, where, sort=False))
+        listed = self._sorted_list(value, keys, where)
+        size = _fn("SIZE", self._sorted_list(value, keys, where, sort=False))
         return exp.Case(ifs=[exp.If(this=exp.GT(this=size, expression=exp.Literal.number(0)), true=listed)])
 
-    def _sorted_list(self, value: exp.Expression, keys: list[exp.Expression], order: exp.Order,
+    def _sorted_list(self, value: exp.Expression, keys: list[exp.Expression],
                      where: exp.Expression | None, sort: bool = True) -> exp.Expression:
         """The sorted ``COLLECT_LIST`` of :meth:`ordered_list` (``sort=False``: the collection
         alone, which Spark computes once for both uses)."""
@@ -363,8 +365,6 @@ class SparkTarget(Target):
             agg = _fn("COLLECT_LIST", item)
             return agg if where is None else exp.Filter(this=agg, expression=where)
 
-        if any(o.args.get("desc") for o in order.expressions):
-            raise NotImplementedError("descending ordered lists have no Spark form yet")
         if isinstance(value, exp.Struct) and len(keys) == 1:
             first = value.expressions[0] if value.expressions else None
             first_value = first.expression if isinstance(first, exp.PropertyEQ) else first
