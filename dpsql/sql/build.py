@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.errors import InternalError
+
 # -- reserved names ------------------------------------------------------------------------------
 
 #: Names starting with this are reserved for the generated SQL.
@@ -231,7 +233,7 @@ def order_histogram(values: Values, names: Scratch) -> str:
     value of :attr:`Values.one_per_bucket` values, ``__b`` = ``__lo`` = ``__hi`` = the value and
     its count ``__c``; read from the shared histogram when there is one."""
     if not values.one_per_bucket:
-        raise ValueError("a value histogram needs whole numbers in a range of at most BUCKETS")
+        raise InternalError("a value histogram needs whole numbers in a range of at most BUCKETS")
     return _histogram_cte(values, names)
 
 
