@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import dpsql
-from dpsql.engine.columns import Statistics, arrow_types
+from dpsql.engine.columns import Statistics, arrow_types, column_array, python_values
 from dpsql.engine.pipeline import release
 from dpsql.mechanisms.batch import Lists
 from dpsql.privacy import dlaplace, parallel
@@ -250,3 +250,22 @@ def test_grouped_statistics_come_as_columns_and_one_ungrouped_row_as_a_tuple(mon
     con.sql(f"SELECT DP_SUM(x) FROM t {EPS}")
     assert seen == ["statistics_columns", "statistics"]
     con.close()
+
+
+@pytest.mark.parametrize("values", [
+    np.array([3, -4], dtype=np.int64), np.array([1.5, np.nan, -0.0, np.inf]), np.array([7], dtype=np.int32),
+    np.array([2.5], dtype=np.float32), np.array([True]), np.array([2**63 - 1], dtype=np.uint64),
+    [None], [1.25], [-(2**63)], [2**63], [True], [np.float64(2.0)], [1, 2.5], [], np.zeros(0),
+])
+def test_python_values_are_what_arrow_gives_back(values: t.Any) -> None:
+    """A released column's Python values without Arrow: the values and their types are those of
+    the Arrow array the table is built from."""
+    try:
+        want = column_array(values).to_pylist()
+    except OverflowError:  # past int64: the same error either way
+        with pytest.raises(OverflowError):
+            python_values(values)
+        return
+    got = python_values(values)
+    assert [type(x) for x in got] == [type(x) for x in want]
+    assert [repr(x) for x in got] == [repr(x) for x in want]  # NaN and -0.0 included

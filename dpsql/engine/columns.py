@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dpsql.engine.output import plain
 from dpsql.mechanisms.batch import Lists, object_column
 
 _NUMBER = r"(?:TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|HUGEINT|FLOAT|DOUBLE)"
@@ -220,3 +221,14 @@ def column_array(values: t.Any) -> "pa.Array":
     if isinstance(values, np.ndarray):
         values = values.tolist()
     return pa.array(values)
+
+
+def python_values(values: t.Any) -> list[t.Any]:
+    """``column_array(values).to_pylist()`` where that is known without Arrow (numbers in a
+    numpy array, or a list of one value that Arrow holds as itself: None, a float, an int64),
+    else by that very call."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "if":
+        return values.astype(np.int64 if values.dtype.kind == "i" else np.float64, copy=False).tolist()
+    if isinstance(values, list) and len(values) == 1 and plain(values[0]):
+        return list(values)
+    return column_array(values).to_pylist()

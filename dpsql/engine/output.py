@@ -21,7 +21,7 @@ if t.TYPE_CHECKING:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _plain(value: t.Any) -> bool:
+def plain(value: t.Any) -> bool:
     """Whether Arrow holds ``value`` as itself: NULL, a double, or an int64 (not a bool)."""
     kind = type(value)
     return value is None or kind is float or (kind is int and _INT64_MIN <= value <= _INT64_MAX)
@@ -42,7 +42,7 @@ class OneRow:
     def of(cls, names: list[str], columns: list[list[t.Any]]) -> OneRow | None:
         """The row of ``columns`` (one list per output column), or None unless there are
         columns and each holds one plain value."""
-        if not columns or len(names) != len(columns) or not all(len(col) == 1 and _plain(col[0]) for col in columns):
+        if not columns or len(names) != len(columns) or not all(len(col) == 1 and plain(col[0]) for col in columns):
             return None
         return cls(names, [col[0] for col in columns])
 

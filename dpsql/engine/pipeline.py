@@ -221,13 +221,13 @@ def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "p
     # Only renaming (and key order): no need for a round trip through the engine.
     nkeys = len(bound.group_by)
     index = {name: i for i, name in enumerate(columns)}
-    arrays = released.arrays
-    chosen = [arrays[index[c]] for c in bound.outer_columns]
     if not nkeys:
-        # One row of plain numbers: the table is built when someone asks for it.
-        row = OneRow.of(bound.output_names, [a.to_pylist() for a in chosen])
+        # One row of plain numbers: no Arrow array is built until someone asks for the table.
+        row = OneRow.of(bound.output_names, [released.pylist(index[c]) for c in bound.outer_columns])
         if row is not None:
             return row
+    arrays = released.arrays
+    chosen = [arrays[index[c]] for c in bound.outer_columns]
     import pyarrow as pa  # imported on the first release (it is slow to import)
 
     table = pa.Table.from_arrays(chosen, names=bound.output_names)

@@ -9,12 +9,13 @@ post-processing SELECT (HAVING / ORDER BY / LIMIT / expressions) runs on.
 
 from __future__ import annotations
 
+import functools
 import typing as t
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsql.engine.columns import Statistics, column_array
+from dpsql.engine.columns import Statistics, column_array, python_values
 from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
 from dpsql.mechanisms.base import Prepared, ReportEntry
@@ -30,10 +31,26 @@ if t.TYPE_CHECKING:
 @dataclass
 class Released:
     columns: list[str]
-    #: one Arrow array per column (keys, then one per DP aggregate)
-    arrays: list["pa.Array"]
+    #: the released key columns (Arrow arrays)
+    keys: list["pa.Array"]
+    #: one column per DP aggregate, as its mechanism gave it: a numpy array of numbers or a
+    #: list of Python values (:func:`~dpsql.engine.columns.column_array` makes it Arrow)
+    values: list[t.Any]
     report: list[ReportEntry] = field(default_factory=list)
     groups_suppressed: int | None = None
+
+    @functools.cached_property
+    def arrays(self) -> list["pa.Array"]:
+        """One Arrow array per column: the keys, then one per DP aggregate."""
+        return self.keys + [column_array(v) for v in self.values]
+
+    def pylist(self, i: int) -> list[t.Any]:
+        """Column ``i``'s Python values, as ``self.arrays[i].to_pylist()`` gives them, without
+        building Arrow arrays where that is not needed (an ungrouped row)."""
+        nkeys = len(self.keys)
+        if i < nkeys or "arrays" in self.__dict__:
+            return self.arrays[i].to_pylist()
+        return python_values(self.values[i - nkeys])
 
     @property
     def data(self) -> list[list[t.Any]]:
@@ -76,7 +93,8 @@ def release(
         mask = np.asarray(noisy_counts) >= plan.selection.threshold if size else np.zeros(0, dtype=bool)
         stats = stats.filter(mask)
     kept = stats.size
-    arrays = [stats.key(j) for j in range(nkeys)]
+    keys = [stats.key(j) for j in range(nkeys)]
+    values: list[t.Any] = []
     report: list[ReportEntry] = []
     for prep in plan.prepared:
         i = prep.agg.index
@@ -85,16 +103,16 @@ def release(
                         {name: nulls for name, (_, nulls) in mine.items()})
         released = prep.release_many(groups, noise)
         if isinstance(released, ReleasedColumn):
-            arrays.append(column_array(released.values))
+            values.append(released.values)
             report.append(released.summary() if len(released) else _summarise([], prep))
         else:
-            arrays.append(column_array([value for value, _ in released]))
+            values.append([value for value, _ in released])
             report.append(_summarise([entry for _, entry in released], prep))
     columns_names = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
     for entry in report:  # every line names the unit and the bounds it was released under
         entry.unit = plan.ctx.unit_note
     suppressed = size - kept if plan.selection is not None else None
-    return Released(columns=columns_names, arrays=arrays, report=report, groups_suppressed=suppressed)
+    return Released(columns=columns_names, keys=keys, values=values, report=report, groups_suppressed=suppressed)
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:
