@@ -206,11 +206,8 @@ class _AdditivePrepared(Prepared):
                 if self.stat == "var":
                     s = cols.numbers("s")
                     out["s2"] = np.maximum(cols.numbers("q") - 2 * c * s + c * c * n, 0.0)
-            top = sys.float_info.max
             for name, value in out.items():  # every array here is new: changed in place
-                lo, hi = self.part_range(name)
-                value = np.nan_to_num(value, copy=False, nan=0.0, posinf=top, neginf=-top)
-                out[name] = np.clip(value, max(lo, -top), min(hi, top), out=value)
+                _into_range(value, *self.part_range(name))
         return out
 
     def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
@@ -347,8 +344,22 @@ class Gaussian(_Additive):
 
 
 def _same(width: float, size: int) -> np.ndarray:
-    """One interval half-width for every group, as a read-only array (no memory per group)."""
-    return np.broadcast_to(np.float64(width), (size,))
+    """One interval half-width for every group, as a read-only array (no memory per group:
+    every element is the one value, stride 0; half the cost of ``np.broadcast_to``)."""
+    out = np.ndarray((size,), dtype=np.float64, buffer=np.float64(width), strides=(0,))
+    out.flags.writeable = False
+    return out
+
+
+def _into_range(x: np.ndarray, lo: float, hi: float) -> None:
+    """Keep the float64 column ``x`` (changed in place) in [lo, hi], NaN read as 0 and ±inf as
+    the nearest finite bound: what ``nan_to_num`` then ``clip`` give, without their Python
+    wrappers (a few ufunc calls, a third of their cost on one group)."""
+    top = sys.float_info.max
+    lo, hi = max(lo, -top), min(hi, top)
+    np.minimum(x, hi, out=x)  # NaN stays NaN
+    np.maximum(x, lo, out=x)
+    np.copyto(x, min(max(0.0, lo), hi), where=np.isnan(x))
 
 
 def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:

@@ -264,14 +264,14 @@ def one(scale: Fraction, source: RandomBytes = secure_bytes) -> int:
     release: no array to set up). ``scale`` must be at most :data:`INVERSION_MAX`."""
     if not 0 < scale <= INVERSION_MAX:
         raise ValueError(f"one() needs a scale in (0, 2^32], got {scale}")
-    bits, b = _Bits(source), float(scale)
+    b = float(scale)
     while True:
         raw = source(8)
         w = int.from_bytes(raw[:7], "little") >> (56 - WORD)
         x_end, x_start = _one_ends(w, b)
         lo = math.floor(x_end - abs(x_end) * MARGIN)
         g = lo if math.isfinite(x_start) and lo == math.floor(x_start + abs(x_start) * MARGIN) \
-            else _exact_magnitude(w, scale, bits)
+            else _exact_magnitude(w, scale, _Bits(source))
         if raw[7] & 1:
             if g:
                 return -g

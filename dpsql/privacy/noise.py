@@ -67,6 +67,13 @@ def grid_exponent(scale: float) -> int:
     return max(e - 1 - GRID_BITS, -1074)
 
 
+@functools.lru_cache(maxsize=256)
+def grid_unit(scale: float, k: int) -> Fraction:
+    """scale / 2^k exactly: the scale of the discrete Laplace noise on the grid 2^k (a query's
+    scales repeat, so the fractions are kept)."""
+    return Fraction(scale) / Fraction(2) ** k
+
+
 def grid_points(low: float, high: float, k: int) -> int:
     """Number of multiples of 2^k in the half-open interval [low, high)."""
     g = math.ldexp(1.0, k)
@@ -353,7 +360,7 @@ class SecureNoise(NoiseSource):
         k = grid_exponent(scale) if k is None else int(k)
         from dpsql.privacy import dlaplace
 
-        unit = Fraction(scale) / Fraction(2) ** k
+        unit = grid_unit(scale, k)
         if unit <= dlaplace.INVERSION_MAX:
             return dlaplace.place_one(_num("value", value, False), dlaplace.one(unit), k)
         return self._on_grid("laplace", value, scale, k)
@@ -378,7 +385,7 @@ class SecureNoise(NoiseSource):
         if kind.startswith("laplace"):  # exact discrete Laplace on whole arrays, numpy imported on first use
             from dpsql.privacy import dlaplace
 
-            unit = Fraction(scale) / Fraction(2) ** k  # k = 0 for integers
+            unit = grid_unit(scale, k)  # k = 0 for integers
             if dlaplace.fits(unit):
                 # one thread: its blocks of numpy steps are short, and two threads on them
                 # wait on each other more than they gain (docs/benchmarks.md, round 6)
