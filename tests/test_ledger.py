@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from dpsql.connection import Connection
 from dpsql.errors import BudgetError, LedgerError
 from dpsql.privacy.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
 from dpsql.privacy.ledger import Ledger
+from dpsql.privacy.ledger_file import exact_units, units_float
 from dpsql.privacy.noise import SeededNoise
 from dpsql.privacy.policy import load_policy
 
@@ -496,3 +498,17 @@ def test_sigkill_never_loses_a_reported_charge(tmp_path: Path) -> None:
             assert time.monotonic() - started < 5  # no stale lock left by the killed process
             known = {e.id for e in led.history()}
     assert reported_total >= 20  # the kills really landed while charging
+
+
+def test_sums_of_entries_are_exact() -> None:
+    """The running sums (whole numbers of 2^-1074) round once, as the exact rational sum does."""
+    rng = random.Random(7)
+    special = [0.0, 5e-324, 2.2250738585072014e-308, 0.1, 0.2, 0.3, 1 / 3, 1.0, 3, 2**60, 1e300]
+    for _ in range(3000):
+        values = [rng.choice(special) if rng.random() < 0.4 else rng.random() * 10.0 ** rng.randint(-320, 290)
+                  for _ in range(rng.randint(0, 6))]
+        exact = sum((Fraction(v) for v in values), Fraction(0))
+        assert units_float(sum(exact_units(v) for v in values)) == float(exact), values
+    assert units_float(exact_units(0.1) + exact_units(0.2)) == 0.30000000000000004  # as float(Fraction) rounds
+    with pytest.raises(OverflowError):
+        units_float(exact_units(sys.float_info.max) * 2)

@@ -12,7 +12,6 @@ import tempfile
 import typing as t
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from fractions import Fraction
 from pathlib import Path
 
 from dpsql.errors import BudgetError, LedgerError
@@ -134,6 +133,24 @@ def create_file(path: str, budget: Budget) -> None:
                 os.unlink(leftover)
 
 
+#: Every finite double (and every whole number) is a whole multiple of 2^-1074, the smallest
+#: subnormal: sums of ledger entries are kept exactly as whole numbers of that unit (Python's
+#: integers, as exact as fractions and much cheaper to add).
+UNIT_BITS = 1074
+
+
+def exact_units(v: int | float) -> int:
+    """``v`` (finite) in units of 2^-1074, exactly."""
+    n, d = v.as_integer_ratio()  # d is a power of two, at most 2^1074
+    return n << (UNIT_BITS + 1 - d.bit_length())
+
+
+def units_float(units: int) -> float:
+    """A sum in units of 2^-1074 as the nearest float (integer division is correctly rounded;
+    OverflowError past the float range)."""
+    return units / (1 << UNIT_BITS)
+
+
 class Totals:
     """Exact running sums of the entries read so far (entries are append-only, ids increase).
 
@@ -143,7 +160,8 @@ class Totals:
 
     def __init__(self) -> None:
         self.last_id = 0
-        self.sums = [Fraction(0), Fraction(0), Fraction(0)]
+        #: the sums in units of 2^-1074 (:func:`exact_units`)
+        self.sums = [0, 0, 0]
         #: the sums as a Cost, while no entry was read since it was made
         self._cost: Cost | None = Cost()
 
@@ -164,10 +182,10 @@ class Totals:
             if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
                 raise LedgerError(f"budget ledger {name} is corrupted: entry {row_id} costs {values!r}")
             for i, v in enumerate(values):
-                self.sums[i] += Fraction(v)
+                self.sums[i] += exact_units(v)
             self.last_id = row_id
         try:
-            self._cost = Cost(*(float(x) for x in self.sums))
+            self._cost = Cost(*(units_float(x) for x in self.sums))
         except BudgetError as e:
             raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
         return self._cost
@@ -200,12 +218,12 @@ def spent(conn: sqlite3.Connection, name: str) -> Cost:
 
 def spent_by(conn: sqlite3.Connection, name: str, user: str) -> Cost:
     """Exact sums of the entries of one user."""
-    sums = [Fraction(0), Fraction(0), Fraction(0)]
+    sums = [0, 0, 0]
     for values in conn.execute("SELECT epsilon, delta, rho FROM ledger_entries WHERE user = ?", (user,)):
         for i, v in enumerate(values):
-            sums[i] += Fraction(v)
+            sums[i] += exact_units(v)
     try:
-        return Cost(*(float(x) for x in sums))
+        return Cost(*(units_float(x) for x in sums))
     except BudgetError as e:
         raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
 
