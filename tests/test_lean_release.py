@@ -5,7 +5,8 @@ charge still comes first.
   asked for, is the one the eager path builds, and every reader gives the same values.
 * ``Connection.release`` reads the ledger once, in the charge's transaction: a budget spent by
   someone else after the query was checked is still refused there, before any noise is drawn.
-* An ungrouped statement without subqueries is one SELECT: the same statistics as the CTE form.
+* An ungrouped statement without subqueries is one SELECT (with the values' expressions in the
+  aggregates when each is read once): the same statistics as the CTE form.
 * A charge compares the header's total with the opened one directly, and the running sums keep
   their Cost while nothing is added: a total changed or a charge made elsewhere is still seen.
 """
@@ -20,10 +21,13 @@ import pytest
 
 import dpsql
 from dpsql.engine.output import OneRow
+from dpsql.engine.pipeline import prepare
+from dpsql.engine.rewrite import rewrite
 from dpsql.interfaces.demo import load_adult
 from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.ledger import Ledger
 from dpsql.result import Result
+from dpsql.sql.target import Target
 from tests.conftest import demo_policy
 
 UNGROUPED = [
@@ -171,18 +175,40 @@ def test_release_of_rows_from_elsewhere_reads_the_durable_ledger(tmp_path) -> No
 # -- one SELECT for an ungrouped statement ---------------------------------------------------
 
 
-@pytest.mark.parametrize("query", UNGROUPED + [
+class _AsCtes(Target):
+    """DuckDB's statements in the general form: ``__src`` and ``__stats`` as CTEs."""
+
+    name = "duckdb, as CTEs"
+
+
+ONE_SELECT = UNGROUPED + [
     "SELECT DP_COUNT(workclass), DP_SUM(age / 10, 0, 10) FROM adult WHERE TRY_CAST(age AS INT) > 30 WITH (epsilon = 1)",
-])
+    "SELECT DP_SUM(hours_per_week, 0, 99.5) FROM adult WHERE age > 500 WITH (epsilon = 1)",  # no rows
+]
+
+
+@pytest.mark.parametrize("query", ONE_SELECT)
 def test_the_one_select_statement_gives_the_statistics_of_the_cte_form(seeded_demo, query) -> None:
     con = seeded_demo(0)
-    prepared = con.prepare(query)
-    sql = prepared.sql
-    assert sql.startswith("SELECT ") and " AS __src" in sql and "__stats" not in sql
-    head, src = sql.split(" FROM (", 1)
-    src = src[: -len(") AS __src")]
-    ctes = f"WITH __src AS ({src}), __stats AS ({head} FROM __src) SELECT * FROM __stats"
+    sql = con.prepare(query).sql
+    assert sql.startswith("SELECT ") and "__stats" not in sql
+    ctes = rewrite(prepare(query, con.policy, con.engine).plan, _AsCtes()).sql
+    assert ctes.startswith("WITH __src AS (") and "__stats" in ctes
     assert con.engine.statistics(sql) == con.engine.statistics(ctes)
+
+
+@pytest.mark.parametrize("query, derived", [
+    (UNGROUPED[0], False),  # COUNT(*)
+    (UNGROUPED[1], False),  # SUM(v)
+    (ONE_SELECT[-2], False),  # COUNT(v), SUM(w), and a WHERE
+    (UNGROUPED[2], True),  # COUNT(v) and SUM(v): v is computed once, in the derived table
+    (UNGROUPED[3], True),
+])
+def test_values_read_once_are_computed_in_the_aggregates(seeded_demo, query, derived) -> None:
+    sql = seeded_demo(0).prepare(query).sql
+    assert (" AS __src" in sql) == derived
+    if not derived:
+        assert "__v" not in sql and sql.count(" FROM ") == 1
 
 
 @pytest.mark.parametrize("query", [

@@ -14,7 +14,10 @@ Shape (one scan of the private table; clipping in SQL)::
       LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
 
 An ungrouped query with no per-mechanism subquery is one SELECT, the same plan in fewer
-words (DuckDB plans it faster): ``SELECT COUNT(__v0) AS a0_n, ... FROM (<__src>) AS __src``.
+words (DuckDB plans it faster): ``SELECT COUNT(__v0) AS a0_n, ... FROM (<__src>) AS __src``;
+when every value column is read once (a sum, a count), the values' expressions go into the
+aggregates and the rows are read directly:
+``SELECT SUM((CASE ... END)) AS a0_s FROM "db"."main"."table" AS __t WHERE <where>``.
 
 For a table whose privacy unit is an id column, ``__src`` is the truncated relation: the rows
 above with the unit ``__u`` and a hash of the whole row ``__h``, of which each unit keeps at most
@@ -32,6 +35,7 @@ NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -171,6 +175,31 @@ def _counted(count: exp.Expression | None) -> str:
     return f"CAST(COALESCE(SUM(__c){only}, 0) AS BIGINT)"
 
 
+def _inlined(counts: list[tuple[str, str, exp.Expression | None]], named: dict[str, str]) -> list[str] | None:
+    """The statistics' select list over the rows themselves: each column of ``__src`` replaced by
+    its expression (``named``: name → SQL). None unless every statistic's expression is known
+    and reads only columns of ``named``, each at most once over all of them (an expression read
+    twice would be computed twice)."""
+    seen: set[str] = set()
+    for _, _, expr in counts:
+        if expr is None:
+            return None
+        for col in expr.find_all(exp.Column):
+            if col.table or col.name not in named or col.name in seen:
+                return None
+            seen.add(col.name)
+    # The statistics' SQL is already generated: the reserved names are replaced in its text,
+    # where they must occur exactly as often as in the expressions.
+    found = [_RESERVED_NAME.findall(sql) for _, sql, _ in counts]
+    if sorted(name for names in found for name in names) != sorted(seen):
+        return None
+    return [f"{_RESERVED_NAME.sub(lambda m: f'({named[m.group(0)]})', sql)} AS {col}" for col, sql, _ in counts]
+
+
+#: a reserved column name in generated SQL (``__v0``, ``__i0_1``): never a user's name
+_RESERVED_NAME = re.compile(r"(?<![\w.\"])__[A-Za-z0-9_]+\b")
+
+
 def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     """Build the single DuckDB statement for ``plan``, as ``target`` runs it (see
     :mod:`dpsql.sql.target`: the DuckDB statement is the reference form).
@@ -187,13 +216,16 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
             prep.agg.arg = total(prep.agg.arg)
     # __src holds only what the statistics need, under reserved names: no user name reaches it.
     projections = [f"{_sql(total(g))} AS {k}" for k, g in zip(keys, bound.group_by)]
+    named: dict[str, str] = {}  # the value columns of __src and their expressions' SQL
     for prep in plan.prepared:
         agg = prep.agg
         if agg.arg is not None:
             value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
-            projections.append(f"{_sql(value)} AS {build.value(agg.index)}")
+            named[build.value(agg.index)] = _sql(value)
+            projections.append(f"{named[build.value(agg.index)]} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
-            projections.append(f"{_sql(total(expr))} AS {name}")
+            named[name] = _sql(total(expr))
+            projections.append(f"{named[name]} AS {name}")
     units = plan.units
     by_id = units is not None and units.by_id
     if by_id:
@@ -266,9 +298,16 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
                 out.columns[(i, col)] = col
 
     if not keys and not subqueries and shared is None and plan.public_keys is None and target.name == DUCKDB.name:
-        # Nothing is joined to the statistics: one SELECT over the rows as a derived table. DuckDB
-        # runs the same plan and makes it faster than from two CTEs (about 0.06 ms less per query).
-        out.sql = f"SELECT {', '.join(stats)} FROM ({src}) AS {SRC}"
+        # Nothing is joined to the statistics: one SELECT over the rows, as a derived table, or,
+        # when each value column is read once (a sum, a count), with the values' expressions in
+        # the aggregates: DuckDB runs the same plan and plans it faster (about 0.06 ms less per
+        # query than two CTEs, 0.1 ms less again without the derived table).
+        inlined = None if by_id else _inlined(counts, named)
+        if inlined is not None:
+            where = " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where) if bound.where else ""
+            out.sql = f"SELECT {', '.join(inlined)} FROM {bound.from_sql}{where}"
+        else:
+            out.sql = f"SELECT {', '.join(stats)} FROM ({src}) AS {SRC}"
         return out
     if plan.public_keys is not None:
         rows = ", ".join(f"({', '.join(build.literal(v) for v in key)})" for key in plan.public_keys)
