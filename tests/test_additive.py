@@ -213,6 +213,10 @@ def test_parts_are_kept_in_range_as_nan_to_num_then_clip_keep_them(lo: float, hi
     got = x.copy()
     additive._into_range(got, lo, hi)
     assert got.tolist() == want.tolist()
+    for value, expected in zip(x, want):  # one group: the Python-float branch
+        one = np.array([value])
+        additive._into_range(one, lo, hi)
+        assert one.tolist() == [expected]
 
 
 def test_one_width_for_every_group_is_read_only() -> None:

@@ -357,6 +357,10 @@ def _into_range(x: np.ndarray, lo: float, hi: float) -> None:
     wrappers (a few ufunc calls, a third of their cost on one group)."""
     top = sys.float_info.max
     lo, hi = max(lo, -top), min(hi, top)
+    if x.size == 1:  # one group (an ungrouped query): in Python floats, cheaper than four ufuncs
+        v = float(x[0])
+        x[0] = min(max(0.0, lo), hi) if v != v else min(max(v, lo), hi)
+        return
     np.minimum(x, hi, out=x)  # NaN stays NaN
     np.maximum(x, lo, out=x)
     np.copyto(x, min(max(0.0, lo), hi), where=np.isnan(x))

@@ -49,6 +49,7 @@ Sign and zero as in Algorithm 2.
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 import typing as t
 from fractions import Fraction
@@ -259,12 +260,19 @@ def _one_ends(w: int, b: float) -> tuple[float, float]:
     return -b * math.log(start + 2.0**-WORD), (-b * math.log(start) if w else math.inf)
 
 
+@functools.lru_cache(maxsize=256)
+def inversion_scale(scale: Fraction) -> float | None:
+    """``float(scale)`` when :func:`one` takes ``scale`` (0 < scale ≤ :data:`INVERSION_MAX`),
+    else None; kept, as a query's scales repeat."""
+    return float(scale) if 0 < scale <= INVERSION_MAX else None
+
+
 def one(scale: Fraction, source: RandomBytes = secure_bytes) -> int:
     """One draw of :func:`discrete_laplace`'s law by inversion, in Python numbers (a single
     release: no array to set up). ``scale`` must be at most :data:`INVERSION_MAX`."""
-    if not 0 < scale <= INVERSION_MAX:
+    b = inversion_scale(scale)
+    if b is None:
         raise ValueError(f"one() needs a scale in (0, 2^32], got {scale}")
-    b = float(scale)
     while True:
         raw = source(8)
         w = int.from_bytes(raw[:7], "little") >> (56 - WORD)

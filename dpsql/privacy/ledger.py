@@ -21,11 +21,9 @@ The file itself (schema, creation, checks on open, migration, exact sums of the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -131,16 +129,9 @@ class Ledger:
             raise
         return cls(conn, name, recorded, created)
 
-    @contextlib.contextmanager
-    def _db(self, action: str) -> Iterator[sqlite3.Connection]:
+    def _db(self, action: str) -> "_Held":
         """Hold the lock and the connection; turn SQLite failures into LedgerError."""
-        with self._lock:
-            if self._conn is None:
-                raise LedgerError(f"budget ledger {self._name} is closed")
-            try:
-                yield self._conn
-            except sqlite3.Error as e:
-                raise LedgerError(f"budget ledger {self._name} {action}: {e}") from e
+        return _Held(self, action)
 
     def charge(self, cost: Cost, query: str = "", detail: str = "", *, user: str = "",
                user_total: Cost | None = None) -> int:
@@ -270,3 +261,27 @@ class Ledger:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class _Held:
+    """:meth:`Ledger._db`: the ledger's lock held and its connection given for a block; a SQLite
+    error escaping the block becomes LedgerError naming ``action``. A class rather than a
+    generator: every check and charge enters it, and ``contextlib``'s machinery cost more."""
+
+    __slots__ = ("ledger", "action")
+
+    def __init__(self, ledger: Ledger, action: str) -> None:
+        self.ledger, self.action = ledger, action
+
+    def __enter__(self) -> sqlite3.Connection:
+        ledger = self.ledger
+        ledger._lock.acquire()
+        if ledger._conn is None:
+            ledger._lock.release()
+            raise LedgerError(f"budget ledger {ledger._name} is closed")
+        return ledger._conn
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.ledger._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(f"budget ledger {self.ledger._name} {self.action}: {exc}") from exc

@@ -361,7 +361,7 @@ class SecureNoise(NoiseSource):
         from dpsql.privacy import dlaplace
 
         unit = grid_unit(scale, k)
-        if unit <= dlaplace.INVERSION_MAX:
+        if dlaplace.inversion_scale(unit) is not None:
             return dlaplace.place_one(_num("value", value, False), dlaplace.one(unit), k)
         return self._on_grid("laplace", value, scale, k)
 
