@@ -21,6 +21,7 @@ if __package__ in (None, ""):
 
 from bench.accuracy import EPSILONS, STATS, summarise  # noqa: E402
 from bench.common import OUT, ROOT  # noqa: E402
+from bench.speed import FAST_ROUND_S, FAST_ROUNDS  # noqa: E402
 
 #: The table size the performance targets are judged at (the spec's 10M rows), else the largest.
 TARGET_ROWS = 10_000_000
@@ -490,7 +491,8 @@ def render(res: dict[str, t.Any], images: list[str], img_rel: str = "img") -> st
         ["command", f"`{res['command']}`"],
         ["run time", f"{res['runtime_s'] / 60:.1f} min" if res.get('runtime_s') else "–"],
         ["table sizes", ", ".join(rows_label(s) for s in cfg["sizes"])],
-        ["timing", f"median of {cfg['repeat']} runs after one warm-up round, in one process after loading"],
+        ["timing", f"median of {cfg['repeat']} rounds after one warm-up round (of {FAST_ROUNDS} for a case whose "
+                   f"round takes under {FAST_ROUND_S} s), in one process after loading"],
         ["accuracy", f"{cfg['releases']} releases per mechanism and ε (dpsql); peers: up to "
                      f"{cfg.get('peer_releases', 200)}"],
     ], "ll"))

@@ -4,7 +4,8 @@
 
 For one table size: generates ``people`` (see :func:`bench.common.generate`), optionally
 writes it to Parquet for the peers, then times every case of :data:`CASES` whose mechanism is
-registered, in interleaved rounds (plain, floor, dpsql; one warm-up round discarded). Prints
+registered, in interleaved rounds (plain, floor, dpsql; one warm-up round discarded; at least
+:data:`FAST_ROUNDS` for a case whose round is short). Prints
 a table and, with ``--json``, writes the results (the orchestrator runs one process per size,
 so each size's peak memory is its own).
 """
@@ -109,6 +110,13 @@ CASES: list[Case] = [
 ]
 
 
+#: A case whose round (plain, floor and dpsql) takes under FAST_ROUND_S seconds runs at least
+#: FAST_ROUNDS rounds: times of a few milliseconds move by several percent from round to round,
+#: and a median of five of them moved a ratio by as much.
+FAST_ROUNDS = 15
+FAST_ROUND_S = 0.5
+
+
 def available(case: Case) -> bool:
     from dpsql.mechanisms import REGISTRY
 
@@ -143,7 +151,7 @@ def release_ms_per_1000(con: t.Any, query: str, runs: int = 5) -> tuple[float, i
     times = []
     for _ in range(runs + 1):
         start = time.perf_counter()
-        release(prepared.plan, prepared.rewritten, names, rows, default_noise()).arrays  # Arrow columns too
+        _ = release(prepared.plan, prepared.rewritten, names, rows, default_noise()).arrays  # and its Arrow columns
         times.append(time.perf_counter() - start)
     return statistics.median(times[1:]) * 1000 / max(len(rows), 1) * 1000, len(rows)
 
@@ -178,13 +186,16 @@ def run_speed(rows: int, repeat: int = 5, only: t.Sequence[str] | None = None,
             "dpsql": lambda c=case: con.sql(c.dp).fetchall(),
         }
         times = interleaved(fns, repeat)
+        if repeat < FAST_ROUNDS and sum(statistics.median(v) for v in times.values()) < FAST_ROUND_S:
+            for name, more in interleaved(fns, FAST_ROUNDS - repeat, warmup=0).items():
+                times[name] += more
         med = {k: statistics.median(v) for k, v in times.items()}
         row = {
             "case": case.name, "rows": rows, "query": case.dp, "mechanism": case.mechanism,
             "plain_s": med["plain"], "floor_s": med["floor"], "dpsql_s": med["dpsql"],
             "dp_over_floor": paired_ratio(times["dpsql"], times["floor"]),
             "dp_over_plain": paired_ratio(times["dpsql"], times["plain"]),
-            "plan_ms": plan_ms(con, case.dp, plan_runs), "runs": repeat,
+            "plan_ms": plan_ms(con, case.dp, plan_runs), "runs": len(times["dpsql"]),
             "target": case.target[0] if case.target else None,
             "target_text": case.target[1] if case.target else None,
             "floor_note": case.floor_note,

@@ -294,11 +294,13 @@ class Connection:
 
     def _reused(self, prepared: PreparedQuery) -> Result | None:
         """The earlier release of the same query, if the policy allows reusing it: no charge."""
-        from dpsql.reuse import decode
-
         key = self._reuse_key(prepared)
         stored = self.ledger.find_release(key, self.policy.defaults.reuse_seconds) if key else None
-        return decode(stored) if stored is not None else None
+        if stored is None:
+            return None
+        from dpsql.reuse import decode
+
+        return decode(stored)
 
     def _keep(self, prepared: PreparedQuery, entry: int, result: Result) -> None:
         """Store a release for reuse, after its charge. Failing to store it only means that the

@@ -156,7 +156,8 @@ def _row_answer(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
 def answer_probe(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
     """The empty, typed answer of a zero-row probe, or None if ``text`` is not one (or reads
     public tables only, and so simply runs). Raises the query's refusal if it has one."""
-    if not _KEYWORDS.search(text):
+    low = text.lower()
+    if ("limit" not in low and "where" not in low) or not _KEYWORDS.search(text):
         return None  # no LIMIT and no WHERE: not a probe, and no second parse of every query
     parsed = dialect.parse(text)
     if parsed.args.get("explain") or not is_probe(parsed.this):
