@@ -65,39 +65,30 @@ _INTEGER_TYPES = {
 _FLOAT_TYPES = {"FLOAT", "DOUBLE", "REAL"}
 
 
-def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = None) -> exp.Expression:
-    """``CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END``.
+def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = None) -> str:
+    """``CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END``, as SQL.
 
     ``x`` is the argument itself when its type is known to be numeric (integers keep integer
     arithmetic when the bounds are whole numbers), ``CAST(arg AS DOUBLE)`` for decimals, and
     ``TRY_CAST(arg AS DOUBLE)`` otherwise, so that no value can make the query fail. NULL stays
-    NULL (DuckDB's GREATEST/LEAST would turn it into a bound).
+    NULL (DuckDB's GREATEST/LEAST would turn it into a bound). The text is what sqlglot makes
+    of that CASE, with ``x`` generated once rather than copied three times.
     """
     dtype = (dtype or "").upper()
-    double = exp.DataType(this=exp.DataType.Type.DOUBLE)
     # Integer arithmetic only while no sum can overflow: 2**63 rows of at most 2**62 each stay
     # below HUGEINT's 2**127; with wider bounds the literals are DOUBLE, and so is the CASE.
     integral = (float(lower).is_integer() and float(upper).is_integer()
                 and max(abs(lower), abs(upper)) <= 2.0**62)
-
-    def x() -> exp.Expression:
-        if dtype in _INTEGER_TYPES or dtype in _FLOAT_TYPES:
-            return arg.copy()
-        if dtype.startswith("DECIMAL"):
-            return exp.Cast(this=arg.copy(), to=double.copy())
-        return exp.TryCast(this=arg.copy(), to=double.copy())
-
+    x = _sql(arg)
+    if dtype.startswith("DECIMAL") and dtype not in _INTEGER_TYPES:
+        x = f"CAST({x} AS DOUBLE)"
+    elif dtype not in _INTEGER_TYPES and dtype not in _FLOAT_TYPES:
+        x = f"TRY_CAST({x} AS DOUBLE)"
     if dtype in _INTEGER_TYPES and integral:
         lo, hi = str(int(lower)), str(int(upper))
     else:
         lo, hi = repr(float(lower)), repr(float(upper))
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.LT(this=x(), expression=exp.Literal.number(lo)), true=exp.Literal.number(lo)),
-            exp.If(this=exp.GT(this=x(), expression=exp.Literal.number(hi)), true=exp.Literal.number(hi)),
-        ],
-        default=x(),
-    )
+    return f"CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END"
 
 
 def _sql(node: exp.Expression) -> str:
@@ -220,8 +211,8 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     for prep in plan.prepared:
         agg = prep.agg
         if agg.arg is not None:
-            value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else agg.arg
-            named[build.value(agg.index)] = _sql(value)
+            value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else _sql(agg.arg)
+            named[build.value(agg.index)] = value
             projections.append(f"{named[build.value(agg.index)]} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             named[name] = _sql(total(expr))
