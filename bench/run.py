@@ -9,7 +9,8 @@
 1. the speed cases of :mod:`bench.speed` at 1M and 10M rows (``--huge``: also 100M, when
    the memory allows, for the mean, the GROUP BY and the median, with the peak memory of
    each of those queries against plain DuckDB's, :mod:`bench.memory`), one process per size, timing plain DuckDB, the hand-written clipped
-   floor and dpsql (median of ``--repeat`` interleaved rounds after a warm-up round), and the
+   floor and dpsql (median of ``--repeat`` interleaved rounds after a warm-up round, at least
+   ``bench.speed.FAST_ROUNDS`` for a case whose round is short), and the
    privacy-unit cases of :mod:`bench.units` at 10M rows;
 2. with ``--peers``, the other DP systems on the same data, each in its own virtual
    environment under ``bench/.peers/`` (see :mod:`bench.peers`);
