@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql.engine import plan
 from dpsql.interfaces.demo import load_adult
 from tests.conftest import demo_policy
 
@@ -151,3 +152,33 @@ def test_spark_broadcasts_the_statistics_to_the_key_domain() -> None:
     assert "BROADCAST" not in con.prepare("SELECT k, DP_MEAN(x) FROM big GROUP BY k WITH (epsilon = 1)").sql
     assert "BROADCAST" not in con.rewritten_sql("SELECT DP_MEAN(x) FROM big WITH (epsilon = 1)", "spark")
     con.close()
+
+
+VALUES = [0, 1, -1, 16, 127, 128, 2**31, -(2**31) - 1, 2**62, -(2**63), 2**63 - 1,
+          "16", "016", " 16", "+16", "x", "", "1.5", "1e3", "NaN", "inf", "true", "2020-01-02", "2020-02-30",
+          "z0001", "ünïcode", "9223372036854775808"]
+TYPES = ["INTEGER", "TINYINT", "BIGINT", "HUGEINT", "UBIGINT", "DOUBLE", "DECIMAL(5, 2)", "VARCHAR",
+         "BOOLEAN", "DATE", "UUID"]
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_casts_of_a_whole_domain_are_the_casts_of_each_key(dtype: str) -> None:
+    """The strings and BIGINT integers of a domain are cast in one statement: each gives what its
+    own cast gives (value and text), or is left to its own cast."""
+    batch = plan._cast_batch(VALUES, dtype)
+    for value in VALUES:
+        got = batch.get((type(value).__name__, value))
+        if got is not None:
+            assert repr(got) == repr(plan._run_cast(value, dtype)), (value, dtype)  # NaN included
+    assert batch or dtype in ("DATE", "UUID")  # a cast DuckDB cannot bind from BIGINT: strings only
+
+
+def test_a_large_domain_is_cast_in_one_statement_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(plan, "_cast_cached", lambda *a: calls.append(a) or plan._run_cast(*a[1:]))
+    keys = [(i,) for i in range(5000)] + [(f"{i}",) for i in range(5000, 6000)] + [(1.5,), (None,)]
+    with pytest.raises(dpsql.PolicyError, match="1.5 is not a valid INTEGER"):
+        plan._key_domain(keys, ["INTEGER"], "keys", dpsql.PolicyError)
+    assert calls == [("float", 1.5, "INTEGER")]  # only the float, one by one
+    domain = plan._key_domain(keys[:-2], ["INTEGER"], "keys", dpsql.PolicyError)
+    assert domain == [(i,) for i in range(6000)]

@@ -230,12 +230,48 @@ def _cast_cached(kind: str, value: t.Any, dtype: str) -> tuple[t.Any, str | None
     return _run_cast(value, dtype)
 
 
-def _cast_key(value: t.Any, dtype: str) -> _Key:
-    """DuckDB's own cast of one key part to ``dtype`` (the type of its group expression)."""
+#: Python types DuckDB binds as one SQL type whatever the value (ints only within BIGINT): their
+#: casts can run for a whole list in one statement
+_LIST_TYPES = {"str": "VARCHAR", "int": "BIGINT"}
+
+
+def _cast_batch(values: t.Iterable[t.Any], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
+    """:func:`_run_cast` of the strings and the ints within BIGINT among ``values``, one statement
+    per kind (keyed by type name and value); a kind whose statement fails is left to
+    :func:`_run_cast`. A policy's domain of 100,000 keys cast one by one took 20 s."""
+    global _CASTER
+    values = list(values)
+    out: dict[tuple[str, t.Any], tuple[t.Any, str | None]] = {}
+    for kind, sql_type in _LIST_TYPES.items():
+        vals = list(dict.fromkeys(v for v in values if type(v).__name__ == kind
+                                  and (kind == "str" or -(2**63) <= v < 2**63)))
+        if len(vals) < 2:
+            continue
+        sql = (f"SELECT TRY_CAST(x AS {dtype}), CAST(TRY_CAST(x AS {dtype}) AS VARCHAR) FROM "
+               f"(SELECT UNNEST($1::{sql_type}[]) AS x, GENERATE_SUBSCRIPTS($1::{sql_type}[], 1) AS i) ORDER BY i")
+        with _CASTER_LOCK:
+            if _CASTER is None:
+                _CASTER = duckdb.connect(":memory:", config=_CASTER_CONFIG)
+                atexit.register(_CASTER.close)
+            try:
+                rows = _CASTER.execute(sql, [vals]).fetchall()
+            except (duckdb.Error, TypeError, ValueError, OverflowError):  # one by one, as before
+                continue
+        if len(rows) == len(vals):
+            out.update({(kind, v): (a, b) for v, (a, b) in zip(vals, rows)})
+    return out
+
+
+def _cast_key(value: t.Any, dtype: str, batch: t.Mapping[tuple[str, t.Any], tuple[t.Any, str | None]] | None = None
+              ) -> _Key:
+    """DuckDB's own cast of one key part to ``dtype`` (the type of its group expression); from
+    ``batch`` (:func:`_cast_batch`) when it holds the value."""
     if value is None:
         return _Key(None, None, "NULL", True)
+    kind = type(value).__name__  # the type name keeps 1, 1.0, True apart
     try:
-        typed, text = _cast_cached(type(value).__name__, value, dtype)  # the type name keeps 1, 1.0, True apart
+        cast = batch.get((kind, value)) if batch else None
+        typed, text = cast if cast is not None else _cast_cached(kind, value, dtype)
     except TypeError:  # unhashable
         typed, text = _run_cast(value, dtype)
     exact = True
@@ -253,10 +289,13 @@ def _key_domain(keys: t.Iterable[tuple[t.Any, ...]], types: list[str], where: st
     that become equal: DuckDB would put them in one group, released (and charged) once but
     shown twice with fresh noise. Reads the query and the policy only.
     """
+    keys = list(keys)
+    batches = [_cast_batch((k[j] for k in keys if len(k) > j), dtype) if len(keys) > 1 else {}
+               for j, dtype in enumerate(types)]
     out: list[tuple[t.Any, ...]] = []
     seen: dict[tuple[t.Any, ...], tuple[_Key, ...]] = {}
     for key in keys:
-        parts = tuple(_cast_key(v, dtype) for v, dtype in zip(key, types))
+        parts = tuple(_cast_key(v, dtype, batch) for v, dtype, batch in zip(key, types, batches))
         for part, dtype in zip(parts, types):
             if part.text is None:
                 raise error(f"{where}: {part.given!r} is not a valid {dtype}")
