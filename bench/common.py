@@ -33,7 +33,20 @@ POLICY: dict[str, t.Any] = {
                 "age": {"lower": 0, "upper": 100},
                 "income": {"lower": 0, "upper": 200000},
             },
-        }
+        },
+        # The same rows (a view) with the key domains declared public: GROUP BY releases exactly
+        # the domain's keys, with no τ-selection. The domains are also tables (zip_keys,
+        # cell_keys), which the hand-written floor joins.
+        "people_keyed": {
+            "privacy_unit": "row",
+            "max_rows_per_unit": 1,
+            "columns": {
+                "age": {"lower": 0, "upper": 100},
+                "income": {"lower": 0, "upper": 200000},
+                "zip": {"keys": [f"z{i:04d}" for i in range(1000)]},
+                "cell": {"keys": list(range(100_000))},
+            },
+        },
     },
 }
 
@@ -47,7 +60,8 @@ DELTA = 1e-6
 
 def generate(con: duckdb.DuckDBPyConnection, rows: int) -> None:
     """``people(id, age INT 0..100, income DOUBLE 0..200000, zip VARCHAR ~1000 distinct,
-    cell INT ~100,000 distinct)``, seeded."""
+    cell INT ~100,000 distinct)``, seeded; the view ``people_keyed`` of it and the key domains
+    ``zip_keys`` and ``cell_keys`` (every possible zip and cell)."""
     con.execute("SELECT setseed(0.42)")
     con.execute(
         f"""CREATE TABLE people AS
@@ -58,6 +72,9 @@ def generate(con: duckdb.DuckDBPyConnection, rows: int) -> None:
                (random() * 99999)::INTEGER AS cell
         FROM range({rows})"""
     )
+    con.execute("CREATE VIEW people_keyed AS SELECT * FROM people")
+    con.execute("CREATE TABLE zip_keys AS SELECT 'z' || lpad(range::VARCHAR, 4, '0') AS zip FROM range(1000)")
+    con.execute("CREATE TABLE cell_keys AS SELECT range::INTEGER AS cell FROM range(100000)")
 
 
 def interleaved(fns: dict[str, t.Callable[[], t.Any]], repeat: int, warmup: int = 1) -> dict[str, list[float]]:

@@ -34,6 +34,8 @@ CASE_TITLES = {
     "group_by_zip_mean": "GROUP BY zip, MEAN(income) (1,000 keys)",
     "group_by_zip_count_mean": "GROUP BY zip, COUNT + MEAN(income) (1,000 keys)",
     "group_by_cell_mean": "GROUP BY cell, COUNT + MEAN(income) (100,000 keys)",
+    "group_by_zip_public_keys": "GROUP BY zip, COUNT + MEAN(income) (1,000 public keys)",
+    "group_by_cell_public_keys": "GROUP BY cell, COUNT + MEAN(income) (100,000 public keys)",
     "group_by_zip_median": "GROUP BY zip, MEDIAN(age) (1,000 keys)",
     "median_exponential": "MEDIAN(age), exponential", "median_income_exponential": "MEDIAN(income), exponential",
     "median_smooth": "MEDIAN(age), smooth", "median_ptr": "MEDIAN(age), PTR",
