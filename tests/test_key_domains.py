@@ -8,12 +8,16 @@ not cast; the policy's key lists are held to the same rule.
 
 from __future__ import annotations
 
+import random
+
 import duckdb
 import pytest
+from sqlglot import exp
 
 import dpsql
 from dpsql.engine import plan
 from dpsql.interfaces.demo import load_adult
+from dpsql.sql import build
 from tests.conftest import demo_policy
 
 
@@ -182,3 +186,13 @@ def test_a_large_domain_is_cast_in_one_statement_per_kind(monkeypatch: pytest.Mo
     assert calls == [("float", 1.5, "INTEGER")]  # only the float, one by one
     domain = plan._key_domain(keys[:-2], ["INTEGER"], "keys", dpsql.PolicyError)
     assert domain == [(i,) for i in range(6000)]
+
+
+def test_string_literals_are_sqlglots() -> None:
+    """Key literals are written without sqlglot, as sqlglot's DuckDB generator writes them."""
+    rng = random.Random(3)
+    alphabet = [chr(c) for c in range(0, 128)] + ["ü", "€", "𝄞", "\u2028", "\ufeff"]
+    samples = ["", "'", "''", "\\", "\\'", "a'b", "$$", "%s", "{x}"] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(2000)]
+    for s in samples:
+        assert build.literal(s) == exp.Literal.string(s).sql(dialect="duckdb"), repr(s)

@@ -238,13 +238,19 @@ _LIST_TYPES = {"str": "VARCHAR", "int": "BIGINT"}
 def _cast_batch(values: t.Iterable[t.Any], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
     """:func:`_run_cast` of the strings and the ints within BIGINT among ``values``, one statement
     per kind (keyed by type name and value); a kind whose statement fails is left to
-    :func:`_run_cast`. A policy's domain of 100,000 keys cast one by one took 20 s."""
+    :func:`_run_cast`. A policy's domain of 100,000 keys cast one by one took 20 s. The casts of
+    the last few domains are kept (every plan of a query over the domain casts it again)."""
+    plain = tuple((type(v).__name__, v) for v in values
+                  if type(v) is str or (type(v) is int and -(2**63) <= v < 2**63))
+    return _cast_plain(plain, dtype) if len(plain) > 1 else {}
+
+
+@functools.lru_cache(maxsize=16)
+def _cast_plain(plain: tuple[tuple[str, t.Any], ...], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
     global _CASTER
-    values = list(values)
     out: dict[tuple[str, t.Any], tuple[t.Any, str | None]] = {}
     for kind, sql_type in _LIST_TYPES.items():
-        vals = list(dict.fromkeys(v for v in values if type(v).__name__ == kind
-                                  and (kind == "str" or -(2**63) <= v < 2**63)))
+        vals = list(dict.fromkeys(v for k, v in plain if k == kind))
         if len(vals) < 2:
             continue
         sql = (f"SELECT TRY_CAST(x AS {dtype}), CAST(TRY_CAST(x AS {dtype}) AS VARCHAR) FROM "

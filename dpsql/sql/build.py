@@ -15,8 +15,6 @@ import functools
 import typing as t
 from dataclasses import dataclass
 
-from sqlglot import exp
-
 from dpsql.errors import InternalError
 
 # -- reserved names ------------------------------------------------------------------------------
@@ -125,7 +123,8 @@ def literal(x: t.Any, *, double: bool = False) -> str:
         return "TRUE" if x else "FALSE"
     if isinstance(x, (int, float)):
         return repr(x)
-    return exp.Literal.string(str(x)).sql(dialect="duckdb")
+    # sqlglot's DuckDB string literal, written directly (a key domain holds thousands of them)
+    return "'" + str(x).replace("'", "''") + "'"
 
 
 # -- group keys ----------------------------------------------------------------------------------
