@@ -21,32 +21,29 @@ OUT = BENCH / "out"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+_PEOPLE: dict[str, t.Any] = {
+    "privacy_unit": "row",
+    "max_rows_per_unit": 1,
+    "columns": {
+        "age": {"lower": 0, "upper": 100},
+        "income": {"lower": 0, "upper": 200000},
+    },
+}
+
 POLICY: dict[str, t.Any] = {
     "neighbouring": "add_remove",
     "budget": {"epsilon": 1e12, "delta": 0.5},
     "defaults": {"reuse_releases": "off"},  # every timed run computes: no reuse of an earlier release
     "tables": {
-        "people": {
-            "privacy_unit": "row",
-            "max_rows_per_unit": 1,
-            "columns": {
-                "age": {"lower": 0, "upper": 100},
-                "income": {"lower": 0, "upper": 200000},
-            },
-        },
+        "people": _PEOPLE,
         # The same rows (a view) with the key domains declared public: GROUP BY releases exactly
         # the domain's keys, with no τ-selection. The domains are also tables (zip_keys,
         # cell_keys), which the hand-written floor joins.
-        "people_keyed": {
-            "privacy_unit": "row",
-            "max_rows_per_unit": 1,
-            "columns": {
-                "age": {"lower": 0, "upper": 100},
-                "income": {"lower": 0, "upper": 200000},
-                "zip": {"keys": [f"z{i:04d}" for i in range(1000)]},
-                "cell": {"keys": list(range(100_000))},
-            },
-        },
+        "people_keyed": {**_PEOPLE, "columns": {
+            **_PEOPLE["columns"],
+            "zip": {"keys": [f"z{i:04d}" for i in range(1000)]},
+            "cell": {"keys": list(range(100_000))},
+        }},
     },
 }
 

@@ -211,18 +211,23 @@ class _Key:
         return ("NaN",) if isinstance(self.typed, float) and math.isnan(self.typed) else self.typed
 
 
-def _run_cast(value: t.Any, dtype: str) -> tuple[t.Any, str | None]:
+def _cast_rows(sql: str, value: t.Any) -> list[tuple[t.Any, ...]] | None:
+    """The rows of ``sql`` with the parameter ``value`` on the shared casting connection (made on
+    first use), or None when DuckDB does not take it."""
     global _CASTER
-    sql = f"SELECT TRY_CAST($1 AS {dtype}), CAST(TRY_CAST($1 AS {dtype}) AS VARCHAR)"
     with _CASTER_LOCK:
         if _CASTER is None:
             _CASTER = duckdb.connect(":memory:", config=_CASTER_CONFIG)
             atexit.register(_CASTER.close)
         try:
-            row = _CASTER.execute(sql, [value]).fetchone()
+            return _CASTER.execute(sql, [value]).fetchall()
         except (duckdb.Error, TypeError, ValueError, OverflowError):  # not a value DuckDB can take
-            return None, None
-    return (row[0], row[1]) if row is not None else (None, None)
+            return None
+
+
+def _run_cast(value: t.Any, dtype: str) -> tuple[t.Any, str | None]:
+    rows = _cast_rows(f"SELECT TRY_CAST($1 AS {dtype}), CAST(TRY_CAST($1 AS {dtype}) AS VARCHAR)", value)
+    return (rows[0][0], rows[0][1]) if rows else (None, None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -247,7 +252,6 @@ def _cast_batch(values: t.Iterable[t.Any], dtype: str) -> dict[tuple[str, t.Any]
 
 @functools.lru_cache(maxsize=16)
 def _cast_plain(plain: tuple[tuple[str, t.Any], ...], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
-    global _CASTER
     out: dict[tuple[str, t.Any], tuple[t.Any, str | None]] = {}
     for kind, sql_type in _LIST_TYPES.items():
         vals = list(dict.fromkeys(v for k, v in plain if k == kind))
@@ -255,15 +259,8 @@ def _cast_plain(plain: tuple[tuple[str, t.Any], ...], dtype: str) -> dict[tuple[
             continue
         sql = (f"SELECT TRY_CAST(x AS {dtype}), CAST(TRY_CAST(x AS {dtype}) AS VARCHAR) FROM "
                f"(SELECT UNNEST($1::{sql_type}[]) AS x, GENERATE_SUBSCRIPTS($1::{sql_type}[], 1) AS i) ORDER BY i")
-        with _CASTER_LOCK:
-            if _CASTER is None:
-                _CASTER = duckdb.connect(":memory:", config=_CASTER_CONFIG)
-                atexit.register(_CASTER.close)
-            try:
-                rows = _CASTER.execute(sql, [vals]).fetchall()
-            except (duckdb.Error, TypeError, ValueError, OverflowError):  # one by one, as before
-                continue
-        if len(rows) == len(vals):
+        rows = _cast_rows(sql, vals)  # None: left to the casts one by one
+        if rows is not None and len(rows) == len(vals):
             out.update({(kind, v): (a, b) for v, (a, b) in zip(vals, rows)})
     return out
 
