@@ -56,6 +56,7 @@ MEDIAN_AGE = "SELECT median(age) FROM people"
 #: The chunk answers of sample-and-aggregate, written by hand: hash of the row, one GROUP BY.
 SAA_FLOOR = "SELECT hash(people) % 1000 AS chunk, avg(income) FROM people GROUP BY chunk"
 
+
 def _keyed(key: str, keys: str) -> str:
     """The floor of a GROUP BY over a public key domain: every key of the table ``keys`` with the
     statistics of its rows (NULL statistics for a key without rows)."""

@@ -250,7 +250,7 @@ def _cast_batch(values: t.Iterable[t.Any], dtype: str) -> dict[tuple[str, t.Any]
     return _cast_plain(plain, dtype) if len(plain) > 1 else {}
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=4)  # a domain of 100,000 keys keeps about 15 MB
 def _cast_plain(plain: tuple[tuple[str, t.Any], ...], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
     out: dict[tuple[str, t.Any], tuple[t.Any, str | None]] = {}
     for kind, sql_type in _LIST_TYPES.items():
