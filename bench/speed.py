@@ -168,7 +168,8 @@ def release_ms_per_1000(con: t.Any, query: str, runs: int = 5) -> tuple[float, i
         return None
     # the statistics as the connection fetches them (columns from DuckDB)
     fetch = getattr(con.engine, "statistics_columns", con.engine.statistics)
-    names, rows = fetch(prepared.sql)
+    rewritten = prepared.rewritten
+    names, rows = fetch(rewritten.statement, rewritten.arrow_tables) if rewritten.tables else fetch(rewritten.statement)
     times = []
     for _ in range(runs + 1):
         start = time.perf_counter()

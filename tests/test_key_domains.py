@@ -15,7 +15,7 @@ import pytest
 from sqlglot import exp
 
 import dpsql
-from dpsql.engine import plan
+from dpsql.engine import keys as key_domains
 from dpsql.interfaces.demo import load_adult
 from dpsql.sql import build
 from tests.conftest import demo_policy
@@ -67,8 +67,8 @@ def test_distinct_keys_still_work_and_are_typed(con: dpsql.Connection) -> None:
     assert [k for k, _ in res.fetchall()] == [16, 17]
     prepared = con.prepare("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['016', '+17'])")
     p, rw = prepared.plan, prepared.rewritten
-    assert p is not None and p.public_keys == [(16,), (17,)]
-    assert "(VALUES (16), (17))" in rw.sql
+    assert p is not None and p.public_keys is not None and p.public_keys.rows == ((16,), (17,))
+    assert "(SELECT CAST(__k0 AS INTEGER) AS __k0 FROM (VALUES ('16'), ('17')) AS __domain(__k0)) AS __keys" in rw.sql
 
 
 def test_a_key_that_does_not_cast_is_refused(con: dpsql.Connection) -> None:
@@ -123,13 +123,11 @@ def test_a_policy_key_domain_is_released_typed() -> None:
 
 
 def test_the_cast_reads_no_file_and_holds_no_data(con: dpsql.Connection, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from dpsql.engine import plan
-
     secret = tmp_path / "secret.csv"
     secret.write_text("a\n42\n")
 
     con.explain("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = [16])")
-    caster = plan._CASTER
+    caster = key_domains._CASTER
     assert caster is not None
     assert caster.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0] == 0
     with pytest.raises(duckdb.Error):
@@ -169,23 +167,24 @@ TYPES = ["INTEGER", "TINYINT", "BIGINT", "HUGEINT", "UBIGINT", "DOUBLE", "DECIMA
 def test_casts_of_a_whole_domain_are_the_casts_of_each_key(dtype: str) -> None:
     """The strings and BIGINT integers of a domain are cast in one statement: each gives what its
     own cast gives (value and text), or is left to its own cast."""
-    batch = plan._cast_batch(VALUES, dtype)
+    batch = key_domains._cast_batch(VALUES, dtype)
     for value in VALUES:
         got = batch.get((type(value).__name__, value))
         if got is not None:
-            assert repr(got) == repr(plan._run_cast(value, dtype)), (value, dtype)  # NaN included
+            assert repr(got) == repr(key_domains._run_cast(value, dtype)), (value, dtype)  # NaN included
     assert batch or dtype in ("DATE", "UUID")  # a cast DuckDB cannot bind from BIGINT: strings only
 
 
 def test_a_large_domain_is_cast_in_one_statement_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    monkeypatch.setattr(plan, "_cast_cached", lambda *a: calls.append(a) or plan._run_cast(*a[1:]))
-    keys = [(i,) for i in range(5000)] + [(f"{i}",) for i in range(5000, 6000)] + [(1.5,), (None,)]
+    monkeypatch.setattr(key_domains, "_cast_cached", lambda *a: calls.append(a) or key_domains._run_cast(*a[1:]))
+    given = [(i,) for i in range(5000)] + [(f"{i}",) for i in range(5000, 6000)] + [(1.5,), (None,)]
     with pytest.raises(dpsql.PolicyError, match="1.5 is not a valid INTEGER"):
-        plan._key_domain(keys, ["INTEGER"], "keys", dpsql.PolicyError)
+        key_domains.normalise(given, ["INTEGER"], "keys", dpsql.PolicyError)
     assert calls == [("float", 1.5, "INTEGER")]  # only the float, one by one
-    domain = plan._key_domain(keys[:-2], ["INTEGER"], "keys", dpsql.PolicyError)
-    assert domain == [(i,) for i in range(6000)]
+    domain = key_domains.normalise(given[:-2], ["INTEGER"], "keys", dpsql.PolicyError)
+    assert domain.rows == tuple((i,) for i in range(6000))
+    assert domain.texts == (tuple(str(i) for i in range(6000)),)
 
 
 def test_string_literals_are_sqlglots() -> None:

@@ -12,6 +12,8 @@ quote, private values, so its details are withheld (:class:`~dpsql.errors.Execut
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import typing as t
 
 import duckdb
@@ -56,6 +58,7 @@ class DuckDBEngine:
         #: policy tables (keys) whose views dpsql created in another catalog than ``database``
         self.located: dict[str, str] = {}
         self._scratch: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()
 
     # -- catalog ------------------------------------------------------------------------------
 
@@ -99,8 +102,30 @@ class DuckDBEngine:
 
     # -- running ------------------------------------------------------------------------------
 
-    def statistics(self, sql: str) -> tuple[list[str], Rows]:
-        """Run a statistics query: its column names and rows (exact: never shown to anyone)."""
+    @contextlib.contextmanager
+    def reading(self, tables: t.Mapping[str, "pa.Table"]) -> t.Iterator[None]:
+        """``tables`` registered under their names while a statement runs, one statement at a
+        time (a registration is seen by every statement of the connection)."""
+        # DuckDB 2 registers nothing while a result of execute() is unfinished: the result is
+        # dropped first, as the statement's own execute() would drop it
+        settle = getattr(self.connection, "abort", None) or (lambda: None)
+        with self._lock:
+            settle()
+            for name, table in tables.items():
+                self.connection.register(name, table)
+            try:
+                yield
+            finally:
+                settle()
+                for name in tables:
+                    self.connection.unregister(name)
+
+    def statistics(self, sql: str, tables: t.Mapping[str, "pa.Table"] | None = None) -> tuple[list[str], Rows]:
+        """Run a statistics query: its column names and rows (exact: never shown to anyone).
+        ``tables``: public relations the statement reads by name, handed over as Arrow data."""
+        if tables:
+            with self.reading(tables):
+                return self.statistics(sql)
         try:
             cur = self.connection.execute(sql)
             rows = cur.fetchall()
@@ -111,9 +136,13 @@ class DuckDBEngine:
             raise ExecutionError(STATISTICS_FAILED) from None
         return names, rows
 
-    def statistics_columns(self, sql: str) -> tuple[list[str], "Statistics"]:
+    def statistics_columns(self, sql: str, tables: t.Mapping[str, "pa.Table"] | None = None
+                           ) -> tuple[list[str], "Statistics"]:
         """:meth:`statistics` as columns: fetched as Arrow when every column's type reads back
         as DuckDB's rows do (:mod:`dpsql.engine.columns`), else as rows, converted."""
+        if tables:
+            with self.reading(tables):
+                return self.statistics_columns(sql)
         import warnings
 
         from dpsql.engine.columns import Statistics, arrow_types

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from dpsql.engine.output import OneRow
 from dpsql.errors import OptionError
 
+#: the keys of a public key domain that EXPLAIN lists
+_SHOWN = 5
+
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
@@ -113,13 +116,20 @@ class PreparedQuery:
         import sqlglot
 
         if self.target is None:
-            pretty = sqlglot.transpile(self.rewritten.sql, read="duckdb", write="duckdb", pretty=True)[0]
+            pretty = sqlglot.transpile(self.rewritten.statement, read="duckdb", write="duckdb", pretty=True)[0]
         else:
-            pretty = self.target.pretty(self.rewritten.sql)
+            pretty = self.target.pretty(self.rewritten.statement)
         outer = self.plan.bound.outer
         assert outer is not None
         lines = ["DP query", *self.rewrites, *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
                  "rewritten SQL:", pretty]
+        from dpsql.sql.build import literal
+
+        for name, domain in self.rewritten.tables.items():
+            shown = ", ".join(f"({', '.join(map(literal, key))})" for key in zip(*(c[:_SHOWN] for c in domain.texts)))
+            more = f", ... ({len(domain)} rows)" if len(domain) > _SHOWN else ""
+            lines.append(f"{name}: the public key domain as DuckDB's text of each key, read by DuckDB as a table: "
+                         f"{shown}{more}")
         return "\n".join(lines)
 
 

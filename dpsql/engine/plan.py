@@ -19,25 +19,18 @@ Group keys (SPEC §4.5)
     data or not, and data keys outside it are dropped. Without a public domain and with δ > 0,
     keys are selected by τ-thresholding a noisy count (see :class:`KeySelection`). With δ = 0
     and no public domain the query is refused. A public domain is first cast, part by part, to
-    the DuckDB type of its group expression (:func:`_key_domain`): a key that does not cast, or
+    the DuckDB type of its group expression (:mod:`dpsql.engine.keys`): a key that does not cast, or
     two keys that become one, are refused, since DuckDB would put them in one group.
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import decimal
-import functools
-import itertools
 import math
-import threading
-import typing as t
 from dataclasses import dataclass, field
 
-import duckdb
-
-from dpsql.errors import InternalError, OptionError, PolicyError, PrivacyError
+from dpsql.engine.keys import KeyDomain, public_domain
+from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
 from dpsql.mechanisms.base import fmt
 from dpsql.privacy import units
@@ -99,8 +92,8 @@ class Plan:
     bound: Bound
     ctx: Context
     prepared: list[Prepared]
-    #: public key tuples (one per group-by expression), or None
-    public_keys: list[tuple[t.Any, ...]] | None = None
+    #: the public key domain, or None (keys are τ-selected, or there is no GROUP BY)
+    public_keys: KeyDomain | None = None
     selection: KeySelection | None = None
     cost: Cost = field(default_factory=Cost)
     mechanisms: list[str] = field(default_factory=list)
@@ -173,171 +166,6 @@ def _context(bound: Bound, policy: Policy, bounds: UnitBounds) -> Context:
         l2_rows=bounds.l2,
         unit_note=bounds.note,
     )
-
-
-#: A private in-memory DuckDB that holds no data and reads no files, used only to cast public
-#: key values to the type of their group expression; created on first use, shared by all.
-_CASTER: duckdb.DuckDBPyConnection | None = None
-_CASTER_LOCK = threading.Lock()
-_CASTER_CONFIG = {
-    "enable_external_access": False,
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "lock_configuration": True,
-}
-
-
-@dataclass(frozen=True)
-class _Key:
-    """One key part after DuckDB's cast to its group expression's type."""
-
-    given: t.Any  # as written in the query or the policy
-    typed: t.Any  # DuckDB's value (None for NULL, or when the cast fails)
-    text: str | None  # DuckDB's text of ``typed``; None when the cast fails
-    exact: bool  # False when a number changes in the cast (16.5 → INTEGER 16)
-
-    @property
-    def literal(self) -> t.Any:
-        """What the rewrite writes in its VALUES list: the typed value when it is a plain SQL
-        literal, else DuckDB's text of it, which DuckDB casts back to the same value."""
-        v = self.typed
-        if v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
-            return v
-        return self.text
-
-    @property
-    def identity(self) -> t.Any:
-        """Equal for two parts DuckDB groups together (NaN is one group, unlike in Python)."""
-        return ("NaN",) if isinstance(self.typed, float) and math.isnan(self.typed) else self.typed
-
-
-def _cast_rows(sql: str, value: t.Any) -> list[tuple[t.Any, ...]] | None:
-    """The rows of ``sql`` with the parameter ``value`` on the shared casting connection (made on
-    first use), or None when DuckDB does not take it."""
-    global _CASTER
-    with _CASTER_LOCK:
-        if _CASTER is None:
-            _CASTER = duckdb.connect(":memory:", config=_CASTER_CONFIG)
-            atexit.register(_CASTER.close)
-        try:
-            return _CASTER.execute(sql, [value]).fetchall()
-        except (duckdb.Error, TypeError, ValueError, OverflowError):  # not a value DuckDB can take
-            return None
-
-
-def _run_cast(value: t.Any, dtype: str) -> tuple[t.Any, str | None]:
-    rows = _cast_rows(f"SELECT TRY_CAST($1 AS {dtype}), CAST(TRY_CAST($1 AS {dtype}) AS VARCHAR)", value)
-    return (rows[0][0], rows[0][1]) if rows else (None, None)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cast_cached(kind: str, value: t.Any, dtype: str) -> tuple[t.Any, str | None]:
-    return _run_cast(value, dtype)
-
-
-#: Python types DuckDB binds as one SQL type whatever the value (ints only within BIGINT): their
-#: casts can run for a whole list in one statement
-_LIST_TYPES = {"str": "VARCHAR", "int": "BIGINT"}
-
-
-def _cast_batch(values: t.Iterable[t.Any], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
-    """:func:`_run_cast` of the strings and the ints within BIGINT among ``values``, one statement
-    per kind (keyed by type name and value); a kind whose statement fails is left to
-    :func:`_run_cast`. A policy's domain of 100,000 keys cast one by one took 20 s. The casts of
-    the last few domains are kept (every plan of a query over the domain casts it again)."""
-    plain = tuple((type(v).__name__, v) for v in values
-                  if type(v) is str or (type(v) is int and -(2**63) <= v < 2**63))
-    return _cast_plain(plain, dtype) if len(plain) > 1 else {}
-
-
-@functools.lru_cache(maxsize=4)  # a domain of 100,000 keys keeps about 15 MB
-def _cast_plain(plain: tuple[tuple[str, t.Any], ...], dtype: str) -> dict[tuple[str, t.Any], tuple[t.Any, str | None]]:
-    out: dict[tuple[str, t.Any], tuple[t.Any, str | None]] = {}
-    for kind, sql_type in _LIST_TYPES.items():
-        vals = list(dict.fromkeys(v for k, v in plain if k == kind))
-        if len(vals) < 2:
-            continue
-        sql = (f"SELECT TRY_CAST(x AS {dtype}), CAST(TRY_CAST(x AS {dtype}) AS VARCHAR) FROM "
-               f"(SELECT UNNEST($1::{sql_type}[]) AS x, GENERATE_SUBSCRIPTS($1::{sql_type}[], 1) AS i) ORDER BY i")
-        rows = _cast_rows(sql, vals)  # None: left to the casts one by one
-        if rows is not None and len(rows) == len(vals):
-            out.update({(kind, v): (a, b) for v, (a, b) in zip(vals, rows)})
-    return out
-
-
-def _cast_key(value: t.Any, dtype: str, batch: t.Mapping[tuple[str, t.Any], tuple[t.Any, str | None]] | None = None
-              ) -> _Key:
-    """DuckDB's own cast of one key part to ``dtype`` (the type of its group expression); from
-    ``batch`` (:func:`_cast_batch`) when it holds the value."""
-    if value is None:
-        return _Key(None, None, "NULL", True)
-    kind = type(value).__name__  # the type name keeps 1, 1.0, True apart
-    try:
-        cast = batch.get((kind, value)) if batch else None
-        typed, text = cast if cast is not None else _cast_cached(kind, value, dtype)
-    except TypeError:  # unhashable
-        typed, text = _run_cast(value, dtype)
-    exact = True
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and text is not None:
-        if isinstance(typed, (int, decimal.Decimal)) and not isinstance(typed, bool):
-            exact = typed == value
-    return _Key(value, typed, text, exact)
-
-
-def _key_domain(keys: t.Iterable[tuple[t.Any, ...]], types: list[str], where: str,
-                error: type[OptionError] | type[PolicyError]) -> list[tuple[t.Any, ...]]:
-    """Key tuples normalised by DuckDB's cast of each part to its group expression's type.
-
-    Refuses a part that does not cast (or, for a number, changes in the cast), and two keys
-    that become equal: DuckDB would put them in one group, released (and charged) once but
-    shown twice with fresh noise. Reads the query and the policy only.
-    """
-    keys = list(keys)
-    batches = [_cast_batch((k[j] for k in keys if len(k) > j), dtype) if len(keys) > 1 else {}
-               for j, dtype in enumerate(types)]
-    out: list[tuple[t.Any, ...]] = []
-    seen: dict[tuple[t.Any, ...], tuple[_Key, ...]] = {}
-    for key in keys:
-        parts = tuple(_cast_key(v, dtype, batch) for v, dtype, batch in zip(key, types, batches))
-        for part, dtype in zip(parts, types):
-            if part.text is None:
-                raise error(f"{where}: {part.given!r} is not a valid {dtype}")
-            if not part.exact:
-                raise error(f"{where}: {part.given!r} is not a valid {dtype} (it would become {part.text})")
-        identity = tuple(p.identity for p in parts)
-        if identity in seen:
-            first = seen[identity]
-            if len(parts) == 1:
-                raise error(f"{where}: {first[0].given!r} and {parts[0].given!r} are the same "
-                            f"{types[0]} key {parts[0].text}")
-            a, b = tuple(p.given for p in first), tuple(p.given for p in parts)
-            same = ", ".join(str(p.text) for p in parts)
-            raise error(f"{where}: {a!r} and {b!r} are the same key ({same}) of types ({', '.join(types)})")
-        seen[identity] = parts
-        out.append(tuple(p.literal for p in parts))
-    return out
-
-
-def _public_keys(bound: Bound) -> list[tuple[t.Any, ...]] | None:
-    """The public key domain, cast to the group expressions' types, or None (SPEC §4.5)."""
-    opts = bound.options
-    width = len(bound.group_by)
-    types = [*bound.group_types[:width], *["VARCHAR"] * (width - len(bound.group_types))]
-    if opts.keys is not None:
-        if not width:
-            raise OptionError("option 'keys' needs a GROUP BY")
-        if any(len(k) != width for k in opts.keys):
-            raise OptionError(f"option 'keys': each key must have {width} part(s), one per GROUP BY expression")
-        return _key_domain(opts.keys, types, "keys", OptionError)
-    assert bound.table is not None
-    domains = []
-    for col, dtype in zip(bound.group_columns, types):
-        keys = bound.table.column(col).keys if col else None
-        if keys is None:
-            return None
-        where = f"tables.{bound.table.name}.columns.{col}.keys"
-        domains.append([k for (k,) in _key_domain(((k,) for k in keys), [dtype], where, PolicyError)])
-    return [tuple(k) for k in itertools.product(*domains)]
 
 
 def _choose(agg: BoundAggregate, bound: Bound) -> str:
@@ -441,7 +269,7 @@ def plan(bound: Bound, policy: Policy) -> Plan:
 
     if opts.keys is not None and not bound.group_by:
         raise OptionError("option 'keys' needs a GROUP BY")
-    public_keys = _public_keys(bound) if bound.group_by else None
+    public_keys = public_domain(bound) if bound.group_by else None
     need_selection = bool(bound.group_by) and public_keys is None
     # With rho, the query's delta only converts ρ into (ε, δ) for an (ε, δ) ledger.
     delta = 0.0 if opts.rho is not None else (opts.delta or 0.0)

@@ -10,8 +10,12 @@ Shape (one scan of the private table; clipping in SQL)::
       SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0) AS a0_s, ...
       FROM __src GROUP BY __k0, ...
     )
-    SELECT ... FROM (VALUES <public keys>) AS __keys(__k0, ...)   -- public key domain only
-      LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...
+    SELECT ... FROM (SELECT CAST(__k0 AS <type>) AS __k0, ... FROM __domain) AS __keys
+      LEFT JOIN __stats ON __keys.__k0 IS NOT DISTINCT FROM __stats.__k0 ...  -- public keys only
+
+``__domain`` is the public key domain, DuckDB's text of each key, handed to DuckDB as a table
+(:attr:`Rewritten.tables`; written in as ``VALUES`` in :attr:`Rewritten.sql`). Spark's
+statement has ``(VALUES <keys>) AS __keys(__k0, ...)`` instead.
 
 An ungrouped query with no per-mechanism subquery is one SELECT, the same plan in fewer
 words (DuckDB plans it faster): ``SELECT COUNT(__v0) AS a0_n, ... FROM (<__src>) AS __src``;
@@ -36,26 +40,57 @@ NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip 
 from __future__ import annotations
 
 import re
+import typing as t
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
+from dpsql.engine.keys import KeyDomain
 from dpsql.engine.plan import Plan
 from dpsql.mechanisms.base import Prepared
 from dpsql.privacy.units import UnitBounds
 from dpsql.sql import build
-from dpsql.sql.build import BASE, KEYS, SRC, STATS
+from dpsql.sql.build import BASE, DOMAIN, KEYS, SRC, STATS
 from dpsql.sql.target import DUCKDB, Target
 from dpsql.sql.total import total
+
+if t.TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
 class Rewritten:
-    sql: str
+    #: the statement the engine runs, which may read :attr:`tables`
+    statement: str
     keys: list[str] = field(default_factory=list)
     #: (aggregate index, stat name) -> result column name
     columns: dict[tuple[int, str], str] = field(default_factory=dict)
     key_selection_column: str | None = None
+    #: relations the statement reads by name that the engine is handed as data: the public key
+    #: domain, ``__domain`` (DuckDB's text of each key; :mod:`dpsql.engine.keys`)
+    tables: dict[str, KeyDomain] = field(default_factory=dict)
+
+    @property
+    def sql(self) -> str:
+        """The statement with every table of :attr:`tables` written in as a ``VALUES`` list: the
+        same rows, from one statement that runs on its own."""
+        sql = self.statement
+        for name, domain in self.tables.items():
+            # the domain is read once, in the last FROM, after every piece of the query's text
+            head, found, tail = sql.rpartition(f" FROM {name}) AS {KEYS} ")
+            assert found, name
+            sql = f"{head} FROM {domain.values(name)}) AS {KEYS} {tail}"
+        return sql
+
+    @sql.setter
+    def sql(self, text: str) -> None:
+        """Set the statement, one that reads no table handed over as data."""
+        self.statement, self.tables = text, {}
+
+    @property
+    def arrow_tables(self) -> dict[str, "pa.Table"]:
+        """:attr:`tables` as the engine is handed them: Arrow tables, by name."""
+        return {name: domain.table for name, domain in self.tables.items()}
 
 
 _INTEGER_TYPES = {
@@ -235,7 +270,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
         assert units is not None
         src = truncate(src, units, keys)
 
-    out = Rewritten(sql="", keys=keys)
+    out = Rewritten(statement="", keys=keys)
     # (column, its SQL over __src, its expression when it may be read from a histogram)
     counts: list[tuple[str, str, exp.Expression | None]] = []
     for prep in plan.prepared:
@@ -296,14 +331,20 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
         inlined = None if by_id else _inlined(counts, named)
         if inlined is not None:
             where = " WHERE " + " AND ".join(_sql(total(w)) for w in bound.where) if bound.where else ""
-            out.sql = f"SELECT {', '.join(inlined)} FROM {bound.from_sql}{where}"
+            out.statement = f"SELECT {', '.join(inlined)} FROM {bound.from_sql}{where}"
         else:
-            out.sql = f"SELECT {', '.join(stats)} FROM ({src}) AS {SRC}"
+            out.statement = f"SELECT {', '.join(stats)} FROM ({src}) AS {SRC}"
         return out
     if plan.public_keys is not None:
-        rows = ", ".join(f"({', '.join(build.literal(v) for v in key)})" for key in plan.public_keys)
+        domain = plan.public_keys
+        if target.reads_data:
+            source = build.typed_keys(domain.types, DOMAIN)
+            out.tables[DOMAIN] = domain
+        else:
+            rows = ", ".join(f"({', '.join(map(build.literal, key))})" for key in domain.rows)
+            source = f"(VALUES {rows}) AS {KEYS}({', '.join(keys)})"
         select = [f"{KEYS}.{k}" for k in keys] + [f"{STATS}.* EXCLUDE ({', '.join(keys)})"]
-        from_ = f"(VALUES {rows}) AS {KEYS}({', '.join(keys)}) LEFT JOIN {STATS} ON {build.same_keys(KEYS, STATS, keys)}"
+        from_ = f"{source} LEFT JOIN {STATS} ON {build.same_keys(KEYS, STATS, keys)}"
         base = KEYS
     else:
         select, from_, base = ["*"], STATS, STATS
@@ -313,6 +354,6 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
             from_ += f" LEFT JOIN {alias} ON {build.same_keys(base, alias, keys)}"
         else:
             from_ += f" CROSS JOIN {alias}"
-    out.sql = target.finish(f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}")
+    out.statement = target.finish(f"WITH {', '.join(ctes)} SELECT {', '.join(select)} FROM {from_}")
     return out
 

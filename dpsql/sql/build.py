@@ -27,8 +27,11 @@ BASE = "__t"
 SRC = "__src"
 #: The CTE of exact statistics, one row per group.
 STATS = "__stats"
-#: The public key domain, ``(VALUES ...) AS __keys(__k0, ...)``.
+#: The public key domain, typed: ``(SELECT CAST(__k0 AS type) AS __k0, ... FROM __domain) AS __keys``.
 KEYS = "__keys"
+#: The public key domain as DuckDB's text of each key: a table handed to DuckDB as data, or a
+#: ``VALUES`` list in a statement that runs on its own (:mod:`dpsql.engine.keys`).
+DOMAIN = "__domain"
 #: The table of released rows that the post-processing SELECT reads.
 NOISY = "__noisy"
 #: The privacy unit in ``__src``: the id, or a hash of the whole row of the base table.
@@ -134,6 +137,14 @@ def leading(names: t.Sequence[str], alias: str = "") -> str:
     """``a.k0, a.k1, ``: each name (qualified by ``alias``) and a comma, to open a column list."""
     dot = f"{alias}." if alias else ""
     return "".join(f"{dot}{name}, " for name in names)
+
+
+def typed_keys(types: t.Sequence[str], source: str) -> str:
+    """The key domain ``source`` (text columns ``__k0``, ...) cast to the group types ``types``,
+    as the FROM item ``__keys``."""
+    names = keys(len(types))
+    casts = ", ".join(f"CAST({k} AS {dtype}) AS {k}" for k, dtype in zip(names, types))
+    return f"(SELECT {casts} FROM {source}) AS {KEYS}"
 
 
 def same_keys(left: str, right: str, names: t.Sequence[str], *also: str) -> str:

@@ -101,7 +101,8 @@ class Binder:
             return bind_columns(con.engine, prepared.sql)
         plan, bound = prepared.plan, prepared.bound
         nkeys = len(prepared.rewritten.keys)
-        key_types = [oid for _, oid in _described(con.engine, prepared.sql)[:nkeys]]
+        rewritten = prepared.rewritten
+        key_types = [oid for _, oid in _described(con.engine, rewritten.statement, rewritten.arrow_tables)[:nkeys]]
         noisy = {name: _ARROW_TYPES.get(oid, pa.string()) if oid != NUMERIC else pa.float64()
                  for name, oid in zip(build.keys(nkeys), key_types)}
         for p in plan.prepared:
@@ -118,13 +119,18 @@ class Binder:
         return [Column(f.name, oid_of_arrow(f.type)) for f in table.schema]
 
 
-def _described(engine: t.Any, sql: str) -> list[tuple[str, int]]:
-    """Names and types of the statement ``sql`` the engine runs, bound by it without running it."""
+def _described(engine: t.Any, sql: str, tables: t.Mapping[str, pa.Table] | None = None) -> list[tuple[str, int]]:
+    """Names and types of the statement ``sql`` the engine runs, bound by it without running it
+    (``tables``: relations it reads that the engine is handed as data, DuckDB only)."""
     if engine.name == "spark":
         return _spark_described(engine.session, sql)
     con: duckdb.DuckDBPyConnection = engine.connection
     try:
-        rows = con.execute(f"DESCRIBE {sql}").fetchall()
+        if tables:
+            with engine.reading(tables):
+                rows = con.execute(f"DESCRIBE {sql}").fetchall()
+        else:
+            rows = con.execute(f"DESCRIBE {sql}").fetchall()
     except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
         raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
     return [(str(r[0]), oid_of_duckdb(str(r[1]))) for r in rows]
