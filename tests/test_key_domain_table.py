@@ -86,6 +86,8 @@ def test_public_keys_have_the_group_type(con: dpsql.Connection, name: str) -> No
     assert described[0][1] == raw.execute(f"DESCRIBE SELECT {name} FROM t").fetchall()[0][1]
     released = [k for k, _ in con.sql(f"SELECT {name}, DP_COUNT(*) FROM t GROUP BY {name} WITH (epsilon = 1)").fetchall()]
     cast = [raw.execute(f"SELECT TRY_CAST(? AS {dtype})", [k]).fetchone()[0] for k in given]
+    if name == "u":  # a UUID key is its text where pyarrow types no UUID (before pyarrow 19)
+        released, cast = [None if k is None else str(k) for k in released], [str(k) for k in cast]
     assert len(released) == len(cast)
     assert all(_same(a, b) for a, b in zip(sorted(released, key=repr), sorted(cast, key=repr))), (released, cast)
 
@@ -165,3 +167,36 @@ def test_rewritten_sql_runs_on_its_own(con: dpsql.Connection) -> None:
     rows = other.execute(sql.replace('"memory"."main".', "")).fetchall()
     expected = [(datetime.date(2020, 1, 1), 2), (datetime.date(2020, 1, 2), None), (None, None)]
     assert _rows(rows) == _rows(expected)  # every key of the domain, typed; none outside it
+
+
+@pytest.mark.parametrize("options", ["epsilon = 1", "epsilon = 1, delta = 1e-6"])
+def test_uuid_keys_are_released_public_or_selected(options: str) -> None:
+    """UUID statistics come back as rows (their Arrow form varies by pyarrow), and pyarrow
+    before 19 types no ``uuid.UUID``: such a key is released as its text, never a failure after
+    the charge."""
+    pol = demo_policy(epsilon=1000.0, delta=1e-3)
+    public = "delta" not in options
+    pol["tables"]["t"] = {"columns": {"x": {"lower": 0, "upper": 10},
+                                      **({"u": {"keys": ["00000000-0000-0000-0000-000000000001"]}} if public else {})}}
+
+    def setup(raw: duckdb.DuckDBPyConnection) -> None:
+        raw.execute("CREATE TABLE t AS SELECT '00000000-0000-0000-0000-000000000001'::UUID AS u, 1.0 AS x "
+                    "FROM range(5000)")
+
+    c = dpsql.connect(":memory:", pol, setup=setup)
+    try:
+        (key, count), = c.sql(f"SELECT u, DP_COUNT(*) FROM t GROUP BY u WITH ({options})").fetchall()
+        assert str(key) == "00000000-0000-0000-0000-000000000001" and abs(count - 5000) < 100
+    finally:
+        c.close()
+
+
+def test_a_key_pyarrow_cannot_type_is_released_as_text() -> None:
+    import ipaddress
+
+    from dpsql.engine.columns import key_array
+
+    with pytest.raises((TypeError, ValueError)):
+        __import__("pyarrow").array([ipaddress.ip_address("10.0.0.1")])
+    assert key_array([ipaddress.ip_address("10.0.0.1"), None]).to_pylist() == ["10.0.0.1", None]
+    assert key_array([1, None]).to_pylist() == [1, None]

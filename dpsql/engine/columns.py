@@ -14,7 +14,7 @@ of every released value is the same whichever form the statistics came in:
   NULL as 0 and a mask of the NULLs beside it, otherwise an object array of the Python values
   DuckDB's rows hold;
 * a key column is an Arrow array of the type ``pyarrow.array`` infers from those Python values
-  (what the output table of the row form has);
+  (what the output table of the row form has), or of their text where it infers none;
 * a list of structs with integer and floating-point fields (a histogram, a window of order
   statistics) is a :class:`~dpsql.mechanisms.batch.Lists`: int64 and float64 arrays of every
   element, whose :meth:`~dpsql.mechanisms.batch.Lists.objects` are the rows' lists of dicts.
@@ -137,7 +137,7 @@ class Statistics:
         """Column ``j`` as a released key: the Arrow array ``pa.array`` makes of the rows' values."""
         col = self.columns[j]
         if not isinstance(col, pa.Array):
-            return pa.array(col.tolist())
+            return key_array(col.tolist())
         if j not in self.hugeint and not pa.types.is_decimal(col.type) and col.null_count < len(col):
             if col.type in _INTS:
                 return col.cast(pa.int64())
@@ -148,7 +148,16 @@ class Statistics:
             if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or \
                     pa.types.is_string_view(col.type):
                 return col.cast(pa.string())
-        return pa.array(self.values(j).tolist())
+        return key_array(self.values(j).tolist())
+
+
+def key_array(values: list[t.Any]) -> "pa.Array":
+    """A key column of Python values as ``pa.array`` types it, or as their text when it cannot
+    (``uuid.UUID`` before pyarrow 19): a key's type must not make a release fail after the charge."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
 def _lists(col: "pa.Array") -> Lists | None:
