@@ -12,11 +12,11 @@ shown twice with fresh noise). Only the query and the policy are read.
 texts as a table and casts them back to the group types (:func:`dpsql.sql.build.typed_keys`),
 so a public key has exactly the type a τ-selected key has. The table reaches DuckDB as Arrow
 data, not as SQL text: as a ``VALUES`` list, 100,000 keys took DuckDB 0.9 s to parse and
-plan. Spark's statement writes the domain as a ``VALUES`` list of literals
-(:meth:`dpsql.sql.target.SparkTarget.key_source`).
+plan. Spark's statement has the domain as a ``VALUES`` list of literals instead (its target
+reads no data: ``reads_data = False``, :mod:`dpsql.engine.rewrite`).
 
 A policy's key tuples never change, so the domain of a policy column is made once per column
-and type, and planning a query over 100,000 public keys costs nothing for the keys.
+and type, and a query over 100,000 public keys plans in about a millisecond.
 """
 
 from __future__ import annotations
