@@ -77,8 +77,7 @@ class KeyDomain:
 
     def values(self, alias: str) -> str:
         """The texts as SQL: ``(VALUES ('16'), ...) AS alias(__k0, ...)``."""
-        rows = ", ".join(f"({', '.join(map(build.literal, key))})" for key in zip(*self.texts))
-        return f"(VALUES {rows}) AS {alias}({', '.join(build.keys(len(self.types)))})"
+        return f"(VALUES {build.value_rows(zip(*self.texts))}) AS {alias}({', '.join(build.keys(len(self.types)))})"
 
 
 @dataclass(frozen=True)

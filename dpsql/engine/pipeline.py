@@ -123,10 +123,10 @@ class PreparedQuery:
         assert outer is not None
         lines = ["DP query", *self.rewrites, *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
                  "rewritten SQL:", pretty]
-        from dpsql.sql.build import literal
+        from dpsql.sql.build import value_rows
 
         for name, domain in self.rewritten.tables.items():
-            shown = ", ".join(f"({', '.join(map(literal, key))})" for key in zip(*(c[:_SHOWN] for c in domain.texts)))
+            shown = value_rows(zip(*(c[:_SHOWN] for c in domain.texts)))
             more = f", ... ({len(domain)} rows)" if len(domain) > _SHOWN else ""
             lines.append(f"{name}: the public key domain as DuckDB's text of each key, read by DuckDB as a table: "
                          f"{shown}{more}")

@@ -341,8 +341,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
             source = build.typed_keys(domain.types, DOMAIN)
             out.tables[DOMAIN] = domain
         else:
-            rows = ", ".join(f"({', '.join(map(build.literal, key))})" for key in domain.rows)
-            source = f"(VALUES {rows}) AS {KEYS}({', '.join(keys)})"
+            source = f"(VALUES {build.value_rows(domain.rows)}) AS {KEYS}({', '.join(keys)})"
         select = [f"{KEYS}.{k}" for k in keys] + [f"{STATS}.* EXCLUDE ({', '.join(keys)})"]
         from_ = f"{source} LEFT JOIN {STATS} ON {build.same_keys(KEYS, STATS, keys)}"
         base = KEYS

@@ -139,6 +139,11 @@ def leading(names: t.Sequence[str], alias: str = "") -> str:
     return "".join(f"{dot}{name}, " for name in names)
 
 
+def value_rows(rows: t.Iterable[t.Sequence[t.Any]]) -> str:
+    """The rows of a ``VALUES`` list, each value as :func:`literal` writes it: ``('a', 1), ...``."""
+    return ", ".join(f"({', '.join(map(literal, row))})" for row in rows)
+
+
 def typed_keys(types: t.Sequence[str], source: str) -> str:
     """The key domain ``source`` (text columns ``__k0``, ...) cast to the group types ``types``,
     as the FROM item ``__keys``."""

@@ -11,6 +11,7 @@ nothing is charged, and the rows an Execute returns are cast to exactly these ty
 
 from __future__ import annotations
 
+import contextlib
 import typing as t
 from dataclasses import dataclass
 
@@ -126,10 +127,7 @@ def _described(engine: t.Any, sql: str, tables: t.Mapping[str, pa.Table] | None 
         return _spark_described(engine.session, sql)
     con: duckdb.DuckDBPyConnection = engine.connection
     try:
-        if tables:
-            with engine.reading(tables):
-                rows = con.execute(f"DESCRIBE {sql}").fetchall()
-        else:
+        with engine.reading(tables) if tables else contextlib.nullcontext():
             rows = con.execute(f"DESCRIBE {sql}").fetchall()
     except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
         raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
