@@ -91,6 +91,25 @@ def test_psycopg_catalog_query_types_and_refusal(server):
             cur.execute("SELECT * FROM adult")
 
 
+def test_zero_row_probes_are_answered_as_in_python_and_the_pivot_probe_is_refused(server):
+    """The same probe gets the same answer over the wire as from Connection.sql (columns, no
+    rows), for simple and extended queries; the PIVOT probe that named raw values is refused."""
+    before = len(server.entries())
+    with psycopg.connect(dsn(server)) as con:
+        cur = con.cursor()
+        for query in ("SELECT * FROM adult WHERE 1=0", "SELECT age, sex FROM adult LIMIT 0"):
+            for prepare in (False, True):
+                cur.execute(query, prepare=prepare)
+                assert cur.fetchall() == []
+                names = [c.name for c in cur.description]
+                assert "age" in names and "sex" in names
+                assert cur.description[names.index("age")].type_code == 20  # int8
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="PIVOT") as err:
+            cur.execute("SELECT * FROM (PIVOT adult ON CASE WHEN fnlwgt = 77516 THEN occupation ELSE 'x' END) LIMIT 0")
+        assert "Adm-clerical" not in str(err.value)
+    assert len(server.entries()) == before
+
+
 def test_session_statements_are_answered_without_dpsql(server):
     with psycopg.connect(dsn(server), autocommit=True) as con:
         assert con.execute("SHOW TRANSACTION ISOLATION LEVEL").fetchall() == [("read committed",)]

@@ -148,7 +148,7 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     parsed = dialect.parse(text)
     rewrites = apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
-    database = _database(parsed.this, policy, engine)
+    database = database_of(parsed.this, policy, engine)
     bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
                  read_public=engine.public_rows)
     if bound.public:
@@ -177,7 +177,7 @@ def _canonical(parsed: t.Any) -> str:
     return dialect.to_sql(normalize_identifiers(copy, dialect="duckdb"))
 
 
-def _database(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
+def database_of(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
     """The DuckDB catalog the query's tables live in: the engine's database, or, when the policy
     has tables elsewhere (an attached database, views over files in ``temp``), theirs.
 

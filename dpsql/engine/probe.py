@@ -11,8 +11,11 @@ column names and types and no rows: nothing is read and nothing is charged.
   WHERE is a probe only in a SELECT without aggregates in its select list: an aggregate over no
   rows is one row in SQL, and a DP query keeps its meaning (and its charge).
 * A query that would be refused only because it selects rows of a private table (no aggregate,
-  every table declared, every function allowed) is answered with its column names and types,
-  bound by DuckDB without running it: names and types are public, as DESCRIBE shows them.
+  every table declared, every expression allowed over private rows) is answered with its column
+  names and types, from dpsql's own resolution of the query: columns keep the catalog's types,
+  and other expressions are typed by the engine over empty stand-ins of the tables, never over a
+  private table (a dynamic ``PIVOT`` bound by DuckDB would read the table: its column names are
+  data). What dpsql cannot resolve is refused, charging nothing.
 * A query on public tables runs as it is.
 """
 
@@ -24,7 +27,6 @@ import typing as t
 import duckdb
 from sqlglot import exp
 
-from dpsql.engine.duck import BIND_ERRORS
 from dpsql.engine.pipeline import Engine, PreparedQuery, prepare
 from dpsql.engine.sandbox import harden
 from dpsql.errors import BindError, PrivacyError
@@ -126,10 +128,21 @@ def _dp_answer(prepared: PreparedQuery) -> "pa.Table":
 
 
 def _row_answer(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
-    """Names and types of a probe that only selects rows, or None if it is not such a query."""
-    from dpsql.sql.bind import qualified
+    """Names and types of a probe that only selects rows, or None if it is not such a query.
+
+    The probe is resolved as one more row-wise level of its FROM chain (the allowlist applies to
+    every expression), so its columns are expressions over the tables' columns: a column's type
+    is the catalog's, any other expression's is the engine's type of it over typed empty
+    stand-ins of the tables (:mod:`dpsql.sql.shadow`). The engine never binds the analyst's
+    statement, nor anything that names a private table.
+    """
+    from dpsql.engine.pipeline import database_of
+    from dpsql.sql.build import BASE
     from dpsql.sql.guards import check_functions, check_statement
-    from dpsql.sql.scope import check_reserved, real_tables
+    from dpsql.sql.joins import JoinContext, qualified
+    from dpsql.sql.options import parse_options
+    from dpsql.sql.scope import check_reserved, resolve_rows
+    from dpsql.sql.shadow import describe_over, policy_types
 
     parsed = dialect.parse(text)
     query = parsed.this
@@ -138,19 +151,25 @@ def _row_answer(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
     check_statement(query)
     check_functions(query)
     check_reserved(query)
-    for node, tp in real_tables(query, policy, engine.columns):
-        alias = node.args.get("alias")
-        new = qualified(tp, engine.database)
-        new.set("alias", alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(node.name)))
-        node.replace(new)
-    connection = getattr(engine, "connection", None)
-    if connection is None:
-        return None
-    try:
-        rows = connection.execute(f"DESCRIBE {query.sql(dialect='duckdb')}").fetchall()
-    except BIND_ERRORS as err:
-        raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
-    return _empty([(str(r[0]), str(r[1])) for r in rows])
+    database = database_of(query, policy, engine)
+    jc = JoinContext(parse_options([]), engine.public_rows, database)
+    rel, outputs = resolve_rows(query, policy, engine.columns, database, jc)
+    types: list[str | None] = []
+    for name, expr in outputs:
+        if expr is None:
+            raise BindError(f"column {name} is ambiguous: more than one column has that name; "
+                            "select the columns by their tables")
+        owner = rel.owner(expr)
+        types.append((engine.columns(owner[0].name) or {}).get(owner[1]) if owner is not None else None)
+    missing = [j for j, ty in enumerate(types) if ty is None]
+    if missing:
+        relation = rel.source if rel.source is not None else qualified(rel.table, database)
+        from_sql = " ".join([f"{relation.sql(dialect='duckdb')} AS {BASE}", *rel.joins])
+        found = describe_over([t.cast(exp.Expression, outputs[j][1]) for j in missing], from_sql,
+                              engine.describe, policy_types(policy, engine.columns))
+        for j, ty in zip(missing, found):
+            types[j] = ty
+    return _empty([(name, str(ty)) for (name, _), ty in zip(outputs, types)])
 
 
 def answer_probe(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":

@@ -35,6 +35,7 @@ from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
 from dpsql.sql.relation import Relation
+from dpsql.sql.shadow import TypesOf, describe_over, policy_types
 from dpsql.sql.scope import (
     Catalog,
     check_reserved,
@@ -256,7 +257,7 @@ def _bind_select(
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)
     from_sql = " ".join([f"{relation.sql(dialect='duckdb')} AS {BASE}", *rel.joins])
-    group_types = _group_types(group_by, group_columns, types, from_sql, describe)
+    group_types = _group_types(group_by, group_columns, types, from_sql, describe, policy_types(policy, catalog))
 
     outer, names = build_outer(select, index_of, user_groups, rel)
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
@@ -289,15 +290,15 @@ def _bind_select(
 
 def _group_types(
     group_by: list[exp.Expression], columns: list[str | None], types: dict[str, str],
-    from_sql: str, describe: Describe | None,
+    from_sql: str, describe: Describe | None, types_of: TypesOf,
 ) -> list[str]:
+    """The type of each GROUP BY key: its column's, else the engine's type of the expression
+    over typed empty stand-ins of the tables (:mod:`dpsql.sql.shadow`): no private table is
+    bound."""
     out = [types.get(c, "") if c else "" for c in columns]
     missing = [j for j, ty in enumerate(out) if not ty]
     if missing and describe is not None:
-        from dpsql.sql.total import total
-
-        exprs = ", ".join(total(group_by[j]).sql(dialect="duckdb") for j in missing)
-        found = describe(f"SELECT {exprs} FROM {from_sql}")
+        found = describe_over([group_by[j] for j in missing], from_sql, describe, types_of)
         for j, ty in zip(missing, found):
             out[j] = ty
     return [ty or "VARCHAR" for ty in out]

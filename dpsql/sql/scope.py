@@ -229,6 +229,8 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
     """A row-wise SELECT between the private table and its DP aggregates."""
     if not isinstance(query, exp.Select):
         names = ", ".join(sorted({tb.name for tb in query.find_all(exp.Table)})) or "a private table"
+        if isinstance(query, exp.Pivot):
+            _refuse(f"PIVOT/UNPIVOT is not allowed over {names}: its rows and columns would come from the data")
         _refuse(f"only row-wise SELECTs may sit between {names} and its DP aggregates "
                 "(no set operations)")
     env, _ = with_env(query, env, catalog, policy)
@@ -246,38 +248,94 @@ def _rowwise(query: exp.Expression, env: Env, policy: Policy, catalog: Catalog, 
     where = list(inner.where)
     if query.args.get("where") is not None:
         where.append(inner.substitute(query.args["where"].this, "WHERE"))
+    inner, flat = _flat_map(query, inner, jc)
     columns: dict[str, exp.Expression | None] = {}
+    for name, expr in projections(query, inner, flat):
+        columns[name] = None if name in columns else expr  # None: the name is ambiguous
+    return inner.carried(columns, None, where)
 
-    def put(name: str, expr: exp.Expression | None) -> None:
-        columns[name] = None if name in columns else expr
 
+Flat = tuple[exp.Expression, str, exp.Expression]
+"""A level's ``unnest()``: its projection, its output name and the element over the flat map."""
+
+
+def _flat_map(query: exp.Select, inner: Relation, jc: JoinContext | None) -> tuple[Relation, Flat | None]:
+    """The level below with the flat map of the select list's ``unnest()`` applied, if any."""
     unnests = [p for p in query.expressions if isinstance(p.this if isinstance(p, exp.Alias) else p,
                                                           (exp.Unnest, exp.Explode))]
     if len(unnests) > 1:
         _refuse("one unnest() per SELECT is supported in a DP query")
-    if unnests:  # a flat map: the level's rows are (row, element) pairs
-        proj = unnests[0]
-        call = proj.this if isinstance(proj, exp.Alias) else proj
-        if isinstance(call, exp.Explode) and call.expressions:
-            _refuse(f"unnest() with options (recursive := ..., ...) is not supported in a DP query: "
-                    f"{call.sql(dialect='duckdb')[:60]}")
-        args = list(call.expressions) if isinstance(call, exp.Unnest) else [call.this]
-        name = proj.alias_or_name.lower() if isinstance(proj, exp.Alias) else "unnest"
-        inner = flat_map(inner, args, None, jc, "unnest()", column=f"__unnest_{id(proj)}")
-        element = inner.columns.pop(f"__unnest_{id(proj)}")
+    if not unnests:
+        return inner, None
+    proj = unnests[0]  # a flat map: the level's rows are (row, element) pairs
+    call = proj.this if isinstance(proj, exp.Alias) else proj
+    if isinstance(call, exp.Explode) and call.expressions:
+        _refuse(f"unnest() with options (recursive := ..., ...) is not supported in a DP query: "
+                f"{call.sql(dialect='duckdb')[:60]}")
+    args = list(call.expressions) if isinstance(call, exp.Unnest) else [call.this]
+    name = proj.alias_or_name.lower() if isinstance(proj, exp.Alias) else "unnest"
+    inner = flat_map(inner, args, None, jc, "unnest()", column=f"__unnest_{id(proj)}")
+    return inner, (proj, name, inner.columns.pop(f"__unnest_{id(proj)}"))
+
+
+def projections(query: exp.Select, inner: Relation, flat: Flat | None = None, *, lower: bool = True
+                ) -> t.Iterator[tuple[str, exp.Expression | None]]:
+    """Each output column of ``query``'s select list (stars expanded) as (name, expression over
+    the reserved aliases); ``lower``: names lower-cased, as the next level resolves them."""
     for proj in query.expressions:
-        if unnests and proj is unnests[0]:
-            put(name, element)
+        if flat is not None and proj is flat[0]:
+            yield flat[1], flat[2]
             continue
         if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
-            for name, expr in _star(proj, inner).items():
-                put(name, expr)
+            yield from _star(proj, inner).items()
             continue
         value = proj.this if isinstance(proj, exp.Alias) else proj
         if isinstance(value, exp.Star):
             _refuse(f"{proj.sql(dialect='duckdb')[:40]} is not allowed in a DP query")
-        put(proj.alias_or_name.lower(), inner.substitute(value, "a subquery's select list"))
-    return inner.carried(columns, None, where)
+        name = proj.alias_or_name
+        if not lower:
+            name = name or proj.sql(dialect="duckdb")  # as a probe's answer names it
+        yield name.lower() if lower else name, inner.substitute(value, "a subquery's select list")
+
+
+#: clauses a zero-row probe of a private table may use besides a row-wise level's
+_PROBE_ARGS = _ROWWISE_ARGS | {"order", "limit", "offset", "distinct"}
+
+
+def resolve_rows(query: exp.Expression, policy: Policy, catalog: Catalog, database: str | None,
+                 jc: JoinContext) -> tuple[Relation, list[tuple[str, exp.Expression | None]]]:
+    """A SELECT of rows of a private table, resolved as one more row-wise level of its FROM chain:
+    the relation it reads and its output columns over the reserved aliases.
+
+    For the answer to a zero-row probe: every expression passes the allowlist, and the output's
+    names and types follow from the policy and the catalog alone. A statement that is not one
+    such SELECT is refused.
+    """
+    if not isinstance(query, exp.Select) or query.args.get("from_") is None:
+        _refuse("only a SELECT ... FROM of a private table, with row-wise expressions, can be "
+                "described without its rows")
+    env, _ = with_env(query, (), catalog, policy)
+    inner = resolve_select_from(query, env, policy, catalog, 0, database, jc)
+    for key, value in query.args.items():
+        if value and key not in _PROBE_ARGS:
+            what = _CLAUSE.get(key, key.upper())
+            _refuse(f"{what} over private table {inner.table.name} cannot be described without reading its rows")
+    if query.args.get("where") is not None:
+        inner.substitute(query.args["where"].this, "WHERE")
+    for key in ("limit", "offset"):
+        clause = query.args.get(key)
+        if clause is not None and clause.find(exp.Column) is not None:
+            _refuse(f"{key.upper()} may not read columns of private table {inner.table.name}")
+    inner, flat = _flat_map(query, inner, jc)
+    outputs = list(projections(query, inner, flat, lower=False))
+    order = query.args.get("order")
+    if order is not None:
+        names = {name.lower() for name, _ in outputs}
+        for ordered in order.expressions:
+            key = ordered.this
+            if not (isinstance(key, exp.Column) and not key.table and key.name.lower() in names):
+                inner.substitute(key, "ORDER BY")
+    return inner, outputs
 
 
 def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relation:

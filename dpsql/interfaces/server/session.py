@@ -116,12 +116,15 @@ class DPStatement(Statement):
         con = worker.connection
         text = params.stand_ins(self.sql, self.param_oids) if self.param_oids else params.inline(self.sql, [], [])
         from dpsql.describe import answer
+        from dpsql.engine.probe import answer_probe
+
+        from .columns import oid_of_arrow
 
         shown = answer(con, text)  # DESCRIBE t, SHOW TABLES, ...: from the policy, free
-        if shown is not None:
-            from .columns import oid_of_arrow
-
-            return [Column(f.name, oid_of_arrow(f.type)) for f in shown.table.schema]
+        # a zero-row probe: names and types from dpsql's resolution, as Connection.sql answers it
+        empty = shown.table if shown is not None else answer_probe(text, con.policy, con.engine)
+        if empty is not None:
+            return [Column(f.name, oid_of_arrow(f.type)) for f in empty.schema]
         return worker.binder.columns(con, con.prepare(text))
 
     async def columns(self) -> list[Column]:
