@@ -35,7 +35,6 @@ from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
 from dpsql.sql.relation import Relation
-from dpsql.sql.shadow import TypesOf, describe_over, policy_types
 from dpsql.sql.scope import (
     Catalog,
     check_reserved,
@@ -43,6 +42,7 @@ from dpsql.sql.scope import (
     resolve_select_from,
     with_env,
 )
+from dpsql.sql.shadow import TypesOf, describe_over, policy_types
 from dpsql.sql.statistics import Statistic
 
 __all__ = ["Bound", "BoundAggregate", "Catalog", "bind"]
