@@ -63,6 +63,13 @@ class BudgetStatus:
             return ["budget", "ρ"], [(name, round(c.rho, 12)) for name, c in self._parts()]
         return ["budget", "ε", "δ"], [(name, round(c.epsilon, 12), c.delta) for name, c in self._parts()]
 
+    def plot(self, title: str | None = None) -> t.Any:
+        """The cumulative spend over time (ε and δ, or ρ), in total and per analyst where the
+        ledger records who spent; returns the :class:`matplotlib.figure.Figure`."""
+        from dpsql.plot import budget_chart
+
+        return budget_chart(self, title)
+
     def _parts(self) -> list[tuple[str, Cost]]:
         return [("total", self.total), ("spent", self.spent), ("remaining", self.remaining)]
 
@@ -267,7 +274,8 @@ class Connection:
         # The charge itself checks the amount against the durable ledger, in its transaction:
         # no second read of the ledger before it (sql() checked before reading any data).
         amount = self._amount(prepared)
-        entry = self.ledger.charge(amount, query=prepared.text.strip(), detail="; ".join(prepared.plan.mechanisms))
+        entry = self.ledger.charge(amount, query=prepared.text.strip(), detail="; ".join(prepared.plan.mechanisms),
+                                   user=self.user or "")
         try:
             table, released = release(prepared, names, rows, self.noise, self.engine)
         except Exception:

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 
 class Error(Exception):
-    """Base class of every dpsql error."""
+    """Base class of every dpsql error.
+
+    In IPython and Jupyter a dpsql error is shown as its one line (``PrivacyError: ...``, and
+    for a syntax error the statement's line with a caret), not a traceback: it is the analyst's
+    to fix, and the frames inside dpsql say nothing to them. :class:`InternalError` keeps its
+    traceback.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """The lines IPython shows for this error instead of a traceback."""
+        text = " ".join(str(self).split()) or type(self).__name__
+        pointer = getattr(self, "pointer", None)
+        return [f"{type(self).__name__}: {text}", *("  " + line for line in (pointer() if pointer else []))]
 
 
 class ParseError(Error):
@@ -87,3 +99,9 @@ class InternalError(Error):
     Its message is fixed text and never holds a value computed from the data: raised while
     releasing a result, it is reported as :class:`ExecutionError` without any details.
     """
+
+    def _render_traceback_(self) -> list[str]:
+        """The whole traceback: this is a bug to report, and where it happened matters."""
+        import traceback
+
+        return "".join(traceback.format_exception(self)).rstrip("\n").splitlines()

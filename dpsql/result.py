@@ -126,6 +126,22 @@ class Result:
             frame.insert(k + 1, name, float(width) if width is not None else float("nan"))
         return frame
 
+    def intervals(self, column: int | str) -> list[float]:
+        """The half-width of each row's confidence interval for ``column`` (a position or a name)
+        at the query's ``confidence`` level; NaN where there is none (a key, a value computed from
+        the noisy ones, a mechanism that gives no interval)."""
+        entry = self.entry_of(column)
+        width = entry.ci_half_width if entry is not None else None
+        return [float("nan") if width is None else float(width)] * self.rowcount
+
+    def plot(self, columns: t.Sequence[str] | None = None, title: str | None = None) -> t.Any:
+        """A chart of the released values with their confidence intervals as error bars (bars by
+        group, or a line over an ordered key); returns the :class:`matplotlib.figure.Figure`
+        (matplotlib is the ``plot`` extra). ``columns``: the value columns to draw."""
+        from dpsql.plot import result_chart
+
+        return result_chart(self, self._rows(), columns, title)
+
     def entry_of(self, column: int | str) -> ReportEntry | None:
         """The report entry of output column ``column`` (a position or a name), or None if the
         column is not a DP aggregate as released."""

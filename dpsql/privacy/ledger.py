@@ -70,7 +70,7 @@ class Entry:
     cost: Cost
     query: str
     detail: str
-    #: who spent it (the server's user name); empty for the Python API and the command
+    #: who spent it: the server's user name, or ``connect(..., user=...)``; empty when unnamed
     user: str = ""
 
 

@@ -85,6 +85,7 @@ def run_statement(state: ReplState, stmt: str) -> None:
     finally:
         state.changed()
     elapsed = time.perf_counter() - start
+    state.last = result
     print_result(state, result)
     if state.timer:
         state.echo(f"Run Time: {elapsed:.3f} s")

@@ -248,6 +248,21 @@ def _output(state: ReplState, arg: str) -> None:
     state.echo(f"results go to {path}; .output alone sends them back to the screen")
 
 
+@command(".plot", "write a chart of the last result (values and their intervals) to FILE (.png, .svg, .pdf)",
+         usage="FILE", arg="file")
+def _plot(state: ReplState, arg: str) -> None:
+    path = _one_path(arg, ".plot FILE")
+    if state.last is None:
+        raise Error("no result to plot yet: run a query first, then .plot FILE")
+    try:
+        state.last.plot().savefig(path)
+    except OSError as err:
+        raise Error(f"cannot write {path}: {err.strerror or err}") from None
+    except ValueError as err:  # matplotlib: an extension it has no writer for
+        raise Error(f"cannot write {path}: {err}; use .png, .svg or .pdf") from None
+    state.echo(f"chart written to {path}")
+
+
 @command(".timer", "show how long each query takes", usage="on|off", arg=("on", "off"))
 def _timer(state: ReplState, arg: str) -> None:
     if not arg:

@@ -33,6 +33,8 @@ class ReplState:
     read_depth: int = 0
     #: the files ``.read`` is running, innermost last
     read_files: list[str] = field(default_factory=list)
+    #: the last result a statement returned (``.plot`` draws it)
+    last: t.Any = None
     #: called after every statement that may have spent budget (the shell refreshes its toolbar)
     on_change: list[t.Callable[[], None]] = field(default_factory=list)
     #: runs a script of statements and special commands (``.read``); set by the executor

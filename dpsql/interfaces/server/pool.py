@@ -52,7 +52,8 @@ class UserLedger:
     def history(self) -> list[Entry]:
         return [e for e in self.shared.history() if e.user == self.user]
 
-    def charge(self, cost: Cost, query: str = "", detail: str = "") -> int:
+    def charge(self, cost: Cost, query: str = "", detail: str = "", *, user: str = "") -> int:
+        # the entry records the authenticated user, whatever the connection's ``user`` says
         return self.shared.charge(cost, query=query, detail=detail, user=self.user, user_total=self.share_total)
 
     def find_release(self, key: str, max_age: float) -> t.Any:
