@@ -85,21 +85,33 @@ def test_old_ledger_files_gain_the_user_column(tmp_path):
         assert led.spent() == Cost(epsilon=2.0)
 
 
-def test_without_users_any_name_on_loopback_only(tmp_path):
+def test_without_users_a_one_time_password_and_no_password_only_on_loopback(tmp_path):
     assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("192.0.2.1")
     srv = start(tmp_path, users=False)
     try:
-        assert "WITHOUT a password" in "".join(srv.log)
-        with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=anyone") as con:
+        assert srv.password and "one-time password" in "".join(srv.log)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=anyone password=wrong")
+        with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=anyone password={srv.password}") as con:
             assert con.execute("SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.1)").fetchall()[0][0] > 0
         assert [e.user for e in srv.entries()] == ["anyone"]
     finally:
         srv.stop()
-    out = subprocess.run([sys.executable, "-m", "dpsql", "serve", str(tmp_path / "adult.duckdb"), "--policy",
-                          str(tmp_path / "policy-open.toml"), "--host", "192.0.2.1", "--port", "0"],
-                         capture_output=True, text=True, timeout=60)
+    srv = start(tmp_path, users=False, extra=["--no-password"])
+    try:
+        assert "WITHOUT a password" in "".join(srv.log) and srv.password is None
+        with psycopg.connect(f"host={srv.host} port={srv.port} dbname=x user=someone") as con:
+            assert con.execute("SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.1)").fetchall()[0][0] > 0
+    finally:
+        srv.stop()
+    serve = [sys.executable, "-m", "dpsql", "serve", str(tmp_path / "adult.duckdb"), "--policy",
+             str(tmp_path / "policy-open.toml"), "--host", "192.0.2.1", "--port", "0"]
+    out = subprocess.run([*serve, "--no-password"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
-    assert "no users are configured" in out.stderr and "not a loopback address" in out.stderr
+    assert "--no-password accepts anyone" in out.stderr and "not a loopback address" in out.stderr
+    out = subprocess.run(serve, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "192.0.2.1 is not a loopback address: serve TLS there" in out.stderr
 
 
 def test_hash_password_prints_a_verifier():

@@ -58,6 +58,8 @@ class Server:
     ledger: str
     directory: Path
     log: list[str]
+    #: the one-time password a server without users printed (None with users or --no-password)
+    password: str | None = None
 
     def entries(self, user: str | None = None) -> list:
         with Ledger.open(self.ledger, None) as led:
@@ -103,8 +105,9 @@ def start(directory: Path, users: bool = True, extra: list[str] | None = None, r
         log.append(line)
         m = re.search(r"listening on ([\d.]+):(\d+)", line)
         if m:
-            if not users:
-                log.append(process.stderr.readline())
-            return Server(process, m.group(1), int(m.group(2)), str(directory / "serve.ledger"), directory, log)
+            log += [process.stderr.readline(), process.stderr.readline()]  # TLS, then how to log in
+            found = re.search(r"one-time password (\S+)", log[-1])
+            return Server(process, m.group(1), int(m.group(2)), str(directory / "serve.ledger"), directory, log,
+                          found.group(1) if found else None)
     process.kill()
     raise AssertionError("dpsql serve did not start: " + "".join(log))

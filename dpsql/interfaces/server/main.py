@@ -52,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="serve the bundled UCI Adult table and its policy")
     p.add_argument("--init-ledger", action="store_true", help="create the policy's budget ledger if missing")
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a child of --processes
+    p.add_argument("--tls-cert", metavar="FILE", help="serve TLS with this certificate (PEM); clients must use it")
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    p.add_argument("--allow-plaintext", action="store_true",
+                   help="listen on a non-loopback address without TLS (only on a network you trust)")
+    p.add_argument("--no-password", action="store_true",
+                   help="with no users in the policy: accept local connections without a password "
+                        "(default: a one-time password, printed at start)")
+    p.add_argument("--login-timeout", type=float, default=None, help=argparse.SUPPRESS)
     p.add_argument("--hash-password", action="store_true",
                    help="read a password on stdin, print its SCRAM-SHA-256 verifier for [server.users] and exit")
     return p
@@ -112,45 +120,82 @@ def _check_processes(args: argparse.Namespace, policy: t.Any) -> None:
                     "otherwise keep a budget of its own in memory")
 
 
-async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | None = None) -> None:
-    from pg_mimic import PgServer
+#: where a process of ``--processes N`` finds the one-time password of its parent
+_PASSWORD_ENV = "DPSQL_SERVE_PASSWORD"
 
+
+def _tls(args: argparse.Namespace) -> t.Any:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise Error("TLS needs both --tls-cert FILE and --tls-key FILE")
+    if not args.tls_cert:
+        return None
+    from .security import tls_context
+
+    return tls_context(args.tls_cert, args.tls_key)
+
+
+def _check_exposure(args: argparse.Namespace, users: bool, tls: bool) -> None:
+    """Refuse what would expose passwords or answers: plaintext, or no password, off loopback."""
+    if is_loopback(args.host):
+        return
+    if not users and args.no_password:
+        raise Error(f"--no-password accepts anyone, so dpsql serve listens on loopback only; {args.host} is not "
+                    "a loopback address (configure [server.users] in the policy, or drop --no-password)")
+    if not tls and not args.allow_plaintext:
+        raise Error(f"{args.host} is not a loopback address: serve TLS there (--tls-cert FILE --tls-key FILE), or "
+                    "say --allow-plaintext on a network you trust")
+
+
+def _login_lines(users: int, password: str | None, tls: bool) -> list[str]:
+    lines = ["TLS on: clients must connect with sslmode=require" if tls else "TLS off (loopback, or --allow-plaintext)"]
+    if users:
+        lines.append(f"{users} user(s), SCRAM-SHA-256 passwords")
+    elif password is not None:
+        lines.append(f"no users configured: any user name with the one-time password {password} "
+                     "(valid while this server runs; [server.users] in the policy for lasting ones)")
+    else:
+        lines.append("no users configured and --no-password: any user name is accepted WITHOUT a password, "
+                     "on the loopback address only")
+    return lines
+
+
+async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | None = None) -> None:
     from .catalog import tables
     from .pool import Pool
+    from .security import LOGIN_TIMEOUT, Guarded, SecureServer, Throttle, one_time_password
     from .session import DPSession
-    from .users import ScramVerifierAuth, TrustLoopback, load_users
+    from .users import load_users, login_check
 
+    tls = _tls(args)  # a file that cannot be read is refused before the database is opened
     con = open_connection(args)
     try:
         users = load_users(con.policy)
-        if not users and not is_loopback(args.host):
-            raise Error(f"no users are configured ([server.users] in the policy), so dpsql serve accepts any user "
-                        f"without a password and listens on loopback only; {args.host} is not a loopback address")
+        _check_exposure(args, bool(users), tls is not None)
         declared = tables(con)
         _check_processes(args, con.policy)
     except BaseException:
         con.close()
         raise
     pool = Pool(con, max(1, args.workers))
-    auth = ScramVerifierAuth(users) if users else TrustLoopback()
-    server = PgServer(session_factory=lambda: DPSession(pool, users, declared),
-                      auth_plugin_factory=lambda _user: auth, server_version="16.0 (dpsql)")
+    password = None if users or args.no_password else (os.environ.get(_PASSWORD_ENV) or one_time_password())
+    auth = Guarded(login_check(users, password), Throttle(), args.login_timeout or LOGIN_TIMEOUT)
+    server = SecureServer(session_factory=lambda: DPSession(pool, users, declared),
+                          auth_plugin_factory=lambda _user: auth, server_version="16.0 (dpsql)",
+                          tls=tls, timeout=args.login_timeout or LOGIN_TIMEOUT)
     try:
         many = args.processes > 1 or args.reuse_port
         listening = await server.start_server(host=args.host, port=args.port, reuse_port=many or None)
         host, port = listening.sockets[0].getsockname()[:2]
-        children = spawn_children(args, port, con.policy) if args.processes > 1 else []
+        children = spawn_children(args, port, con.policy, password) if args.processes > 1 else []
         where = f"{con.policy.source or 'the demo policy'}; tables: {', '.join(sorted(declared)) or 'none'}"
         if con.engine.name != "duckdb":
             where += f"; statistics on {con.engine.name}"
         if args.reuse_port:  # a child: the parent has said it all
             where = "another process of the same server"
         print(f"dpsql serve: listening on {host}:{port} ({where})", file=sys.stderr, flush=True)
-        if users:
-            print(f"dpsql serve: {len(users)} user(s), SCRAM-SHA-256 passwords", file=sys.stderr, flush=True)
-        else:
-            print("dpsql serve: no users configured: any user name is accepted WITHOUT a password, "
-                  "on the loopback address only", file=sys.stderr, flush=True)
+        if not args.reuse_port:
+            for line in _login_lines(len(users), password, tls is not None):
+                print(f"dpsql serve: {line}", file=sys.stderr, flush=True)
         if ready is not None:
             ready(host, port)
         stop = asyncio.Event()
@@ -172,13 +217,15 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
         pool.close()
 
 
-def spawn_children(args: argparse.Namespace, port: int, policy: t.Any) -> list[t.Any]:
+def spawn_children(args: argparse.Namespace, port: int, policy: t.Any, password: str | None) -> list[t.Any]:
     """``--processes N``: N - 1 more servers on the same port (the kernel spreads connections
-    over them); each has its own engine connection and worker pool, and they share the ledger file."""
+    over them); each has its own engine connection and worker pool, and they share the ledger
+    file (and the one-time password, handed over in the environment, never on a command line)."""
     import subprocess
 
     command = child_command(args, port, policy)
-    return [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ, **({_PASSWORD_ENV: password} if password else {}))
+    return [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             for _ in range(args.processes - 1)]
 
 
@@ -190,6 +237,10 @@ def child_command(args: argparse.Namespace, port: int, policy: t.Any) -> list[st
     command = [sys.executable, "-m", "dpsql", "serve", *([args.database] if args.database else []),
                "--policy", args.policy, "--engine", engine, *(["--spark-master", master] if master else []),
                "--host", args.host, "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
+    if args.tls_cert:
+        command += ["--tls-cert", args.tls_cert, "--tls-key", args.tls_key]
+    command += [flag for flag, on in (("--allow-plaintext", args.allow_plaintext),
+                                      ("--no-password", args.no_password)) if on]
     return command
 
 

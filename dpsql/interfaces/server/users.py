@@ -129,18 +129,31 @@ def _client_first(server: t.Any, text: str) -> None:
         server.set_client_first(text)
 
 
+def login_check(users: dict[str, User], password: str | None) -> "ScramVerifierAuth | TrustLoopback":
+    """How clients log in: the policy's users; with none, any name with ``password`` (a
+    one-time password); with neither, no password at all (loopback only, ``--no-password``)."""
+    if users:
+        return ScramVerifierAuth(users)
+    if password is not None:
+        salt, stored, server, count = ScramMechanism(MECHANISM).make_auth_info(password, iteration_count=ITERATIONS)
+        return ScramVerifierAuth({}, anyone=User("", salt, stored, server, count))
+    return TrustLoopback()
+
+
 class ScramVerifierAuth:
     """SCRAM-SHA-256 against stored verifiers; an unknown user goes through the exchange
-    against a random verifier and is refused at its end, like a wrong password."""
+    against a random verifier and is refused at its end, like a wrong password. With
+    ``anyone``, every user name is checked against that one verifier instead."""
 
-    def __init__(self, users: dict[str, User]) -> None:
+    def __init__(self, users: dict[str, User], anyone: User | None = None) -> None:
         self.users = users
+        self.anyone = anyone
 
     async def authenticate(self, stream: t.Any, username: str, identity_provider: t.Any) -> bool:
         from pg_mimic import messages
         from pg_mimic.errors import INVALID_PASSWORD, PgError
 
-        user = self.users.get(username)
+        user = self.users.get(username, self.anyone)
         known = user is not None
         if user is None:
             user = User(username, os.urandom(16), os.urandom(32), os.urandom(32), ITERATIONS)
@@ -175,7 +188,7 @@ class ScramVerifierAuth:
 
 
 class TrustLoopback:
-    """No users configured: any user name, no password (the server binds to loopback only)."""
+    """No users configured and ``--no-password``: any user name, no password (loopback only)."""
 
     async def authenticate(self, stream: t.Any, username: str, identity_provider: t.Any) -> bool:
         return True
