@@ -1,10 +1,11 @@
 """The Python API: ``dpsql.connect()`` and :class:`Connection`.
 
 A query goes through the pipeline of :mod:`dpsql.engine.pipeline`: prepare (parse, bind, plan,
-rewrite; no data touched, nothing charged), then DuckDB computes the exact statistics
-(:mod:`dpsql.engine.duck`), the ledger is charged atomically, and only then is noise added and
-the result returned. A query refused before execution charges nothing. If DuckDB fails at run
-time, nothing is charged and the message is withheld (it could quote private values).
+rewrite; no data touched, nothing charged), then the backend (:mod:`dpsql.engine.backend`;
+DuckDB unless told otherwise) computes the exact statistics, the ledger is charged atomically,
+and only then is noise added and the result returned. A query refused before execution charges
+nothing. If the engine fails at run time, nothing is charged and the message is withheld (it
+could quote private values).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import duckdb
 
 from dpsql.display import html_lines, html_table, render_table
+from dpsql.engine.backend import Backend
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
@@ -101,7 +103,7 @@ class Connection:
 
     def __init__(
         self,
-        con: t.Any,
+        con: duckdb.DuckDBPyConnection | Backend,
         policy: Policy,
         ledger: Ledger,
         noise: NoiseSource | None = None,
@@ -109,10 +111,9 @@ class Connection:
         *,
         user: str | None = None,
     ) -> None:
-        # a DuckDB connection, or an engine object (dpsql.engine.spark.SparkEngine)
-        self.engine: t.Any = DuckDBEngine(con) if isinstance(con, duckdb.DuckDBPyConnection) else con
-        if hasattr(self.engine, "located"):
-            self.engine.located.update(located or {})
+        # a DuckDB connection, or a backend (dpsql.engine.spark.SparkEngine, or any other)
+        self.engine: Backend = DuckDBEngine(con) if isinstance(con, duckdb.DuckDBPyConnection) else con
+        self.engine.located.update(located or {})
         if policy.database is None and self.engine.database is not None:
             policy = policy.in_database(self.engine.database)
         check_against_catalog(policy, self.engine.columns)
@@ -130,8 +131,7 @@ class Connection:
         self.locked_caller_connection = False
 
     def __repr__(self) -> str:
-        where = ", ".join(self.database_files) or (
-            "a Spark session" if self.engine.name == "spark" else "an in-memory DuckDB")
+        where = ", ".join(self.database_files) or self.engine.place
         policy = self.policy.source or "a policy"
         try:
             budget = f"; remaining {format_cost(self.ledger.remaining(), self.ledger.budget.kind)}"
@@ -147,15 +147,7 @@ class Connection:
     @property
     def data_files(self) -> tuple[str, ...]:
         """Files the locked-down DuckDB may still read (the views over data files read them)."""
-        if self.engine.name != "duckdb":
-            return ()
-        try:
-            # fetchall: a result left unfinished would block the connection's next query
-            value = self.engine.connection.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0]
-        except duckdb.Error:
-            return ()
-        # DuckDB 1.4 reports each allowed path with a trailing slash (it still allows the file itself)
-        return tuple(p[:-1] if len(p) > 1 and p.endswith("/") else p for p in value or ())
+        return self.engine.data_files()
 
     @property
     def database_files(self) -> tuple[str, ...]:
@@ -215,7 +207,7 @@ class Connection:
         assert prepared.plan is not None
         if dialect == self.engine.target.name:
             return prepared.sql
-        if self.engine.target.name != "duckdb":
+        if self.engine.target is not TARGETS["duckdb"]:  # the reference form the others are written from
             raise Error(f"this connection runs on {self.engine.name}; its statements are in that dialect only")
         if dialect in TARGETS:
             from dpsql.engine.rewrite import rewrite
@@ -249,12 +241,12 @@ class Connection:
         if reused is not None:
             return reused
         self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
-        # grouped statistics as columns where the engine gives them (DuckDB), else as rows (one
+        # grouped statistics as columns (Arrow where the engine gives it, DuckDB), else as rows (one
         # ungrouped row comes faster as a tuple: an Arrow export costs about 0.4 ms)
         rewritten = prepared.rewritten
-        columns = getattr(self.engine, "statistics_columns", None)
-        fetch = columns if columns is not None and rewritten.keys else self.engine.statistics
-        if rewritten.tables:  # a public key domain, handed to DuckDB as data
+        assert rewritten is not None
+        fetch = self.engine.statistics_columns if rewritten.keys else self.engine.statistics
+        if rewritten.tables:  # a public key domain, handed to the engine as data
             names, rows = fetch(rewritten.statement, rewritten.arrow_tables)
         else:
             names, rows = fetch(rewritten.statement)
@@ -441,7 +433,8 @@ def connect(
 
     ``database`` may also be a ``pyspark.sql.SparkSession``: the statistics then run on Spark
     (:mod:`dpsql.engine.spark`, ``docs/spark.md``), over the tables and views of its catalog;
-    a policy table with ``source = ...`` files becomes a temporary view of the session.
+    a policy table with ``source = ...`` files becomes a temporary view of the session. Or it is
+    a :class:`~dpsql.engine.backend.Backend` (any other engine), which the connection then owns.
 
     ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection, which
     dpsql then locks down and owns: DuckDB keeps file access, extensions and the configuration
@@ -468,8 +461,12 @@ def connect(
         if setup is not None:
             setup(database)
         open_spark_sources(database, pol)
-        engine = SparkEngine(database)
-        return Connection(engine, pol, Ledger.open(pol.ledger, pol.budget, create=init_ledger), noise=noise)
+        database = SparkEngine(database)
+    elif isinstance(database, Backend) and setup is not None:
+        raise Error("setup= runs on a DuckDB connection or a Spark session; load a backend's data before connecting")
+    if isinstance(database, Backend):
+        return Connection(database, pol, Ledger.open(pol.ledger, pol.budget, create=init_ledger), noise=noise,
+                          user=user)
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:

@@ -154,34 +154,21 @@ def information_schema(con: t.Any, query: str) -> Result | None:
 
 
 def _run_on_copy(con: t.Any, sql: str) -> pa.Table:
-    """Run ``sql`` in a locked-down in-memory DuckDB holding the declared tables' catalog rows."""
+    """Run ``sql`` in a locked-down in-memory DuckDB holding the declared tables' catalog rows
+    (:meth:`~dpsql.engine.backend.Backend.catalog_rows`)."""
     import duckdb
 
     from dpsql.engine.sandbox import harden
 
-    source = con.engine.connection
-    database = con.engine.database
-    where = [(con.engine.catalog_of(n).lower(), con.policy.tables[n].schema, con.policy.tables[n].table_name)
-             for n in con.tables()]
-    # the declared tables, by catalog, schema and name; their schemas, and main of the database
-    tables = " OR ".join("(lower(table_catalog) = ? AND lower(table_schema) = ? AND lower(table_name) = ?)"
-                         for _ in where) or "false"
-    schemata = sorted({(c, s) for c, s, _ in where} | {(database.lower(), "main")})
-    schemas = " OR ".join("(lower(catalog_name) = ? AND lower(schema_name) = ?)" for _ in schemata)
-    flat = [v for row in where for v in row]
-    copies = {
-        "tables": (f"SELECT * FROM information_schema.tables WHERE {tables} "
-                   "ORDER BY table_catalog, table_schema, table_name", flat),
-        "columns": (f"SELECT * FROM information_schema.columns WHERE {tables} "
-                    "ORDER BY table_catalog, table_schema, table_name, ordinal_position", flat),
-        "schemata": (f"SELECT * FROM information_schema.schemata WHERE {schemas} ORDER BY catalog_name, schema_name",
-                     [v for row in schemata for v in row]),
-    }
+    engine = con.engine
+    declared = [(n, engine.catalog_of(n) or "", con.policy.tables[n].schema, con.policy.tables[n].table_name)
+                for n in con.tables()]
+    copies = engine.catalog_rows(declared)
     scratch = duckdb.connect(":memory:")
     try:
         scratch.execute(f'CREATE SCHEMA "{_SCRATCH_SCHEMA}"')
-        for view, (select, params) in copies.items():
-            scratch.register("__rows", source.sql(select, params=params).to_arrow_table())
+        for view in INFORMATION_SCHEMA:
+            scratch.register("__rows", copies[view])
             scratch.execute(f'CREATE TABLE "{_SCRATCH_SCHEMA}"."{view}" AS SELECT * FROM __rows')
             scratch.unregister("__rows")
         harden(scratch)

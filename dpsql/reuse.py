@@ -57,7 +57,7 @@ def _policy_identity(policy: "Policy") -> str:
     return repr((sorted(policy.tables.items()), policy.neighbouring, policy.group_size, defaults))
 
 
-def key(prepared: "PreparedQuery", policy: "Policy", *, database: t.Sequence[str], kind: str,
+def key(prepared: "PreparedQuery", policy: "Policy", *, database: t.Sequence[str | None], kind: str,
         user: str | None) -> str:
     """The reuse key of a DP query: a SHA-256 of everything its release depends on."""
     options = {f.name: _plain(getattr(prepared.bound.options, f.name))

@@ -1,8 +1,9 @@
-"""DuckDB as the engine that computes the exact statistics and runs the post-processing.
+"""DuckDB as the engine that computes the exact statistics (the default :class:`Backend`).
 
-The engine boundary of dpsql: an engine knows its catalog (tables, columns, types), can bind a
-SELECT without running it, runs a statistics query and returns its rows, and runs the
-post-processing SELECT on the noisy rows. Planning, the budget and noise stay outside it.
+The engine boundary of dpsql is :class:`~dpsql.engine.backend.Backend`: an engine knows its
+catalog (tables, columns, types), can bind a SELECT without running it, runs a statistics query
+and returns its rows. Planning, the budget and noise stay outside it; the post-processing
+SELECT runs on the noisy rows in a DuckDB that holds nothing else.
 
 Errors are sorted by when they happen: DuckDB's binder, catalog and parser errors come before
 any row is read and depend on the query and the schema only, so their first line is shown
@@ -18,14 +19,12 @@ import typing as t
 
 import duckdb
 
-from dpsql.engine.sandbox import harden
+from dpsql.engine.backend import Backend, Tables
 from dpsql.errors import BindError, ExecutionError
-from dpsql.sql.postprocess import NOISY
 from dpsql.sql.target import DUCKDB
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
-    from sqlglot import exp
 
     from dpsql.engine.columns import Statistics
 
@@ -40,13 +39,16 @@ STATISTICS_FAILED = (
 Rows = list[tuple[t.Any, ...]]
 
 
-class DuckDBEngine:
+class DuckDBEngine(Backend):
     """A hardened DuckDB connection seen as dpsql's statistics engine."""
 
     name = "duckdb"
     target = DUCKDB
+    place = "an in-memory DuckDB"
+    default = True
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, located: t.Mapping[str, str] | None = None) -> None:
+        super().__init__()
         self.connection = con
         #: the DuckDB catalog whose schema main holds the policy's tables
         self.database: str = con.execute("SELECT current_database()").fetchone()[0]
@@ -55,9 +57,8 @@ class DuckDBEngine:
             path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()
         )
         self._catalog: dict[str, dict[str, str]] = {}
-        #: policy tables (keys) whose views dpsql created in another catalog than ``database``
-        self.located: dict[str, str] = {}
-        self._scratch: duckdb.DuckDBPyConnection | None = None
+        # views dpsql created over data files on a database file live in temp (dpsql.engine.sources)
+        self.located.update(located or {})
         self._lock = threading.Lock()
 
     # -- catalog ------------------------------------------------------------------------------
@@ -84,26 +85,53 @@ class DuckDBEngine:
         return cols
 
     def catalog_of(self, table: str) -> str:
-        """The DuckDB catalog that holds the policy's table ``table`` (a policy key): the one a
-        ``catalog.schema.name`` key names, else this connection's database, or ``temp`` for the
-        views over data files on a connection whose database is a file (see
-        :mod:`dpsql.engine.sources`)."""
-        parts = table.lower().split(".")
-        if len(parts) == 3:
-            return parts[0]
-        return self.located.get(table.lower(), self.database)
+        """The DuckDB catalog of the policy's table ``table``: :meth:`Backend.catalog_of`, where
+        views over data files on a database file are in ``temp`` (:mod:`dpsql.engine.sources`)."""
+        return super().catalog_of(table) or self.database
 
-    def describe(self, sql: str) -> list[str]:
-        """The column types of a SELECT, bound by DuckDB without running it (reads no data)."""
+    def catalog_rows(self, tables: t.Sequence[tuple[str, str, str, str]]) -> dict[str, "pa.Table"]:
+        """DuckDB's own rows of ``information_schema.tables``, ``columns`` and ``schemata`` for
+        these declared tables (policy key, catalog, schema, name) and schema main of the database."""
+        where = [(catalog.lower(), schema, name) for _, catalog, schema, name in tables]
+        match = " OR ".join("(lower(table_catalog) = ? AND lower(table_schema) = ? AND lower(table_name) = ?)"
+                            for _ in where) or "false"
+        schemata = sorted({(c, s) for c, s, _ in where} | {(self.database.lower(), "main")})
+        schemas = " OR ".join("(lower(catalog_name) = ? AND lower(schema_name) = ?)" for _ in schemata)
+        flat = [v for row in where for v in row]
+        queries = {
+            "tables": (f"SELECT * FROM information_schema.tables WHERE {match} "
+                       "ORDER BY table_catalog, table_schema, table_name", flat),
+            "columns": (f"SELECT * FROM information_schema.columns WHERE {match} "
+                        "ORDER BY table_catalog, table_schema, table_name, ordinal_position", flat),
+            "schemata": (f"SELECT * FROM information_schema.schemata WHERE {schemas} "
+                         "ORDER BY catalog_name, schema_name", [v for row in schemata for v in row]),
+        }
+        return {view: self.connection.sql(select, params=params).to_arrow_table()
+                for view, (select, params) in queries.items()}
+
+    def data_files(self) -> tuple[str, ...]:
+        """Files the locked-down DuckDB may still read (the views over data files read them)."""
         try:
-            return [str(row[1]) for row in self.connection.execute(f"DESCRIBE {sql}").fetchall()]
+            # fetchall: a result left unfinished would block the connection's next query
+            value = self.connection.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0]
+        except duckdb.Error:
+            return ()
+        # DuckDB 1.4 reports each allowed path with a trailing slash (it still allows the file itself)
+        return tuple(p[:-1] if len(p) > 1 and p.endswith("/") else p for p in value or ())
+
+    def described(self, statement: str, tables: Tables | None = None) -> list[tuple[str, str]]:
+        """Names and types of a statement, bound by DuckDB without running it (reads no data)."""
+        try:
+            with self.reading(tables) if tables else contextlib.nullcontext():
+                rows = self.connection.execute(f"DESCRIBE {statement}").fetchall()
         except BIND_ERRORS as err:
             raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
+        return [(str(row[0]), str(row[1])) for row in rows]
 
     # -- running ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def reading(self, tables: t.Mapping[str, "pa.Table"]) -> t.Iterator[None]:
+    def reading(self, tables: Tables) -> t.Iterator[None]:
         """``tables`` registered under their names while a statement runs, one statement at a
         time (a registration is seen by every statement of the connection)."""
         # DuckDB 2 registers nothing while a result of execute() is unfinished: the result is
@@ -120,7 +148,7 @@ class DuckDBEngine:
                 for name in tables:
                     self.connection.unregister(name)
 
-    def statistics(self, sql: str, tables: t.Mapping[str, "pa.Table"] | None = None) -> tuple[list[str], Rows]:
+    def statistics(self, sql: str, tables: Tables | None = None) -> tuple[list[str], Rows]:
         """Run a statistics query: its column names and rows (exact: never shown to anyone).
         ``tables``: public relations the statement reads by name, handed over as Arrow data."""
         if tables:
@@ -136,8 +164,7 @@ class DuckDBEngine:
             raise ExecutionError(STATISTICS_FAILED) from None
         return names, rows
 
-    def statistics_columns(self, sql: str, tables: t.Mapping[str, "pa.Table"] | None = None
-                           ) -> tuple[list[str], "Statistics"]:
+    def statistics_columns(self, sql: str, tables: Tables | None = None) -> tuple[list[str], "Statistics"]:
         """:meth:`statistics` as columns: fetched as Arrow when every column's type reads back
         as DuckDB's rows do (:mod:`dpsql.engine.columns`), else as rows, converted."""
         if tables:
@@ -186,37 +213,10 @@ class DuckDBEngine:
         except duckdb.Error as err:
             raise BindError(f"DuckDB cannot read the public table: {str(err).splitlines()[0]}") from None
 
-    def post_process(self, outer: "exp.Select", columns: list[str], rows: "Rows | pa.Table") -> "pa.Table":
-        """Run the post-processing SELECT on the noisy rows, in a DuckDB that holds nothing else."""
-        if self._scratch is None:
-            self._scratch = scratch_connection()
-        return post_process_in(self._scratch, outer, columns, rows)
+    def sibling(self) -> "DuckDBEngine":
+        """An engine on a cursor of this connection: a connection of its own to the same database."""
+        return DuckDBEngine(self.connection.cursor(), self.located)
 
     def close(self) -> None:
-        if self._scratch is not None:
-            self._scratch.close()
+        super().close()
         self.connection.close()
-
-
-def scratch_connection() -> duckdb.DuckDBPyConnection:
-    """A hardened in-memory DuckDB that holds nothing: where post-processing runs."""
-    con = duckdb.connect(":memory:")
-    harden(con)
-    return con
-
-
-def post_process_in(scratch: duckdb.DuckDBPyConnection, outer: "exp.Select", columns: list[str],
-                    rows: "Rows | pa.Table") -> "pa.Table":
-    """Run the post-processing SELECT ``outer`` on the noisy rows (or the same as an Arrow table
-    with these ``columns``), as table ``__noisy`` of ``scratch``."""
-    import pyarrow as pa  # imported on the first release (it is slow to import)
-
-    if isinstance(rows, pa.Table):
-        noisy = rows
-    else:
-        noisy = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
-    scratch.register(NOISY, noisy)
-    try:
-        return scratch.sql(outer.sql(dialect="duckdb")).to_arrow_table()
-    finally:
-        scratch.unregister(NOISY)

@@ -7,8 +7,8 @@ Every caller goes through these two steps, with the charge between them:
 * :func:`release` turns the exact rows the engine returned for ``prepared.sql`` into the noisy
   table (noise, report, post-processing). It runs after the budget is charged.
 
-:class:`dpsql.Connection` wires them to DuckDB and the ledger; EXPLAIN, the audit harness,
-the benchmarks and the tests use the same two functions.
+:class:`dpsql.Connection` wires them to a backend (:mod:`dpsql.engine.backend`) and the
+ledger; EXPLAIN, the audit harness, the benchmarks and the tests use the same two functions.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _SHOWN = 5
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
+    from dpsql.engine.backend import Backend
     from dpsql.engine.columns import Statistics
     from dpsql.engine.plan import Plan
     from dpsql.engine.release import Released
@@ -34,24 +35,6 @@ if t.TYPE_CHECKING:
     from dpsql.privacy.policy import Policy
     from dpsql.sql.bind import Bound
     from dpsql.sql.target import Target
-
-
-class Engine(t.Protocol):
-    """What the pipeline needs of the engine that holds the data (see :mod:`dpsql.engine.duck`)."""
-
-    name: str
-    database: str | None
-    #: the SQL the engine runs (:mod:`dpsql.sql.target`)
-    target: "Target"
-
-    def columns(self, table: str) -> dict[str, str] | None: ...
-
-    def describe(self, sql: str) -> list[str]: ...
-
-    def public_rows(self, sql: str) -> list[tuple[t.Any, ...]]: ...  # DuckDB SQL over public tables only
-
-    # ``rows``: the noisy rows, or the same as an Arrow table
-    def post_process(self, outer: t.Any, columns: list[str], rows: "list[tuple[t.Any, ...]] | pa.Table") -> "pa.Table": ...
 
 
 @dataclass
@@ -69,7 +52,8 @@ class PreparedQuery:
     #: validated values are in ``bound.options``): equal for queries that differ only in
     #: whitespace, keyword case or identifier case; see :mod:`dpsql.reuse`
     canonical: str = ""
-    #: the engine's SQL target; None for DuckDB
+    #: the engine's SQL target (:attr:`Backend.target <dpsql.engine.backend.Backend.target>`);
+    #: None is DuckDB's
     target: "Target | None" = None
 
     @property
@@ -133,7 +117,7 @@ class PreparedQuery:
         return "\n".join(lines)
 
 
-def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
+def prepare(text: str, policy: "Policy", engine: "Backend") -> PreparedQuery:
     """Parse, bind, plan and rewrite ``text``; raises a dpsql error for anything refused."""
     # The pipeline (sqlglot, the mechanisms, numpy) is imported on the first query, so that
     # opening a connection, and the shell's first prompt, stay fast.
@@ -143,8 +127,7 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
     from dpsql.sql.bind import bind
     from dpsql.sql.plain import apply_defaults
 
-    target = getattr(engine, "target", None)
-    target = None if target is None or target.name == "duckdb" else target
+    target = engine.target
     parsed = dialect.parse(text)
     rewrites = apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
@@ -153,15 +136,14 @@ def prepare(text: str, policy: "Policy", engine: Engine) -> PreparedQuery:
                  read_public=engine.public_rows)
     if bound.public:
         return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
-    if target is not None:  # after every refusal the engines share
-        target.check_query(parsed.this)
+    target.check_query(parsed.this)  # after every refusal the engines share
     try:
         p = plan(bound, policy)
     except ValueError as err:
         # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
         # infinite): it depends on the query alone, so say why, as a dpsql error.
         raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
-    rewritten = rewrite(p) if target is None else rewrite(p, target)
+    rewritten = rewrite(p, target)
     return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewritten, rewrites=rewrites,
                          canonical=canonical, target=target)
 
@@ -177,15 +159,15 @@ def _canonical(parsed: t.Any) -> str:
     return dialect.to_sql(normalize_identifiers(copy, dialect="duckdb"))
 
 
-def database_of(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
+def database_of(query: t.Any, policy: "Policy", engine: "Backend") -> str | None:
     """The DuckDB catalog the query's tables live in: the engine's database, or, when the policy
     has tables elsewhere (an attached database, views over files in ``temp``), theirs.
 
     The rewrite names every table by its full name in one catalog, so a query may read the
     tables of one catalog; one that mixes catalogs is refused by name.
     """
-    catalog_of = getattr(engine, "catalog_of", None)
-    if catalog_of is None or all(catalog_of(key) == engine.database for key in policy.tables):
+    catalog_of = engine.catalog_of
+    if all(catalog_of(key) == engine.database for key in policy.tables):
         return engine.database
     from dpsql.errors import BindError, Error
     from dpsql.sql.scope import real_tables
@@ -194,17 +176,17 @@ def database_of(query: t.Any, policy: "Policy", engine: Engine) -> str | None:
         tables = real_tables(query, policy, engine.columns)
     except Error:
         return engine.database  # the binder refuses the query, in its own order of checks
-    catalogs = sorted({catalog_of(tp.name) for _, tp in tables})
+    catalogs = sorted({catalog_of(tp.name) or "" for _, tp in tables})
     if len(catalogs) > 1:
         names = ", ".join(sorted({tp.name for _, tp in tables}))
         raise BindError(f"a query reads the tables of one database at a time; {names} are in "
                         f"{' and '.join(catalogs)}")
-    return catalogs[0] if catalogs else engine.database
+    return (catalogs[0] or None) if catalogs else engine.database
 
 
 def release(
     prepared: PreparedQuery, names: list[str], rows: "t.Sequence[tuple[t.Any, ...]] | Statistics",
-    noise: "NoiseSource", engine: Engine,
+    noise: "NoiseSource", engine: "Backend",
 ) -> tuple["pa.Table | OneRow", "Released"]:
     """The noisy output table of ``prepared`` from the exact statistics of ``prepared.sql``.
 
@@ -221,7 +203,7 @@ def release(
     return _output(prepared, released, engine), released
 
 
-def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "pa.Table | OneRow":
+def _output(prepared: PreparedQuery, released: "Released", engine: "Backend") -> "pa.Table | OneRow":
     """HAVING / ORDER BY / LIMIT and select-list expressions, on the noisy rows only."""
     bound = prepared.bound
     assert bound.outer is not None

@@ -27,7 +27,8 @@ import typing as t
 import duckdb
 from sqlglot import exp
 
-from dpsql.engine.pipeline import Engine, PreparedQuery, prepare
+from dpsql.engine.backend import Backend
+from dpsql.engine.pipeline import PreparedQuery, prepare
 from dpsql.engine.sandbox import harden
 from dpsql.errors import BindError, PrivacyError
 from dpsql.privacy.policy import Policy
@@ -127,7 +128,7 @@ def _dp_answer(prepared: PreparedQuery) -> "pa.Table":
     return _empty(columns, bound.outer)
 
 
-def _row_answer(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
+def _row_answer(text: str, policy: Policy, engine: Backend) -> "pa.Table | None":
     """Names and types of a probe that only selects rows, or None if it is not such a query.
 
     The probe is resolved as one more row-wise level of its FROM chain (the allowlist applies to
@@ -172,7 +173,7 @@ def _row_answer(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
     return _empty([(name, str(ty)) for (name, _), ty in zip(outputs, types)])
 
 
-def answer_probe(text: str, policy: Policy, engine: Engine) -> "pa.Table | None":
+def answer_probe(text: str, policy: Policy, engine: Backend) -> "pa.Table | None":
     """The empty, typed answer of a zero-row probe, or None if ``text`` is not one (or reads
     public tables only, and so simply runs). Raises the query's refusal if it has one."""
     low = text.lower()

@@ -25,12 +25,12 @@ import decimal
 import threading
 import typing as t
 
-from dpsql.errors import BindError, ExecutionError
+from dpsql.engine.backend import Backend, Tables
+from dpsql.errors import BindError, ExecutionError, InternalError
 from dpsql.sql.target import SPARK
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
-    from sqlglot import exp
 
 STATISTICS_FAILED = (
     "Spark failed while computing the statistics; the details are withheld because they could "
@@ -85,22 +85,23 @@ def _plain(value: t.Any) -> t.Any:
     return value
 
 
-class SparkEngine:
+class SparkEngine(Backend):
     """A Spark session seen as dpsql's statistics engine."""
 
     name = "spark"
     target = SPARK
+    place = "a Spark session"
     #: tables are named ``name`` (the session's current database and temporary views) or
     #: ``schema.name``; there is no DuckDB catalog to qualify them with
     database: str | None = None
     files: tuple[str, ...] = ()
 
     def __init__(self, session: t.Any) -> None:
+        super().__init__()
         self.session = session
         #: whether closing the connection stops the session (the command line's own session)
         self.owns_session = False
         self._catalog: dict[str, dict[str, str]] = {}
-        self._scratch: t.Any = None
         #: ``spark.sql.shuffle.partitions`` while dpsql's statements run (None: the session's own)
         self.shuffle_partitions: int | None = _parallelism(session)
         self._settle()
@@ -138,16 +139,22 @@ class SparkEngine:
         self._catalog[table] = cols
         return cols
 
-    def describe(self, sql: str) -> list[str]:
-        """The column types of a SELECT (DuckDB SQL), analysed by Spark without running it."""
+    def catalog_of(self, table: str) -> str | None:
+        """None: Spark names tables ``schema.name`` (its session's catalog), never by a catalog."""
+        return None
+
+    def described(self, statement: str, tables: Tables | None = None) -> list[tuple[str, str]]:
+        """Names and types of a statement (Spark SQL), analysed by Spark without running it."""
         from pyspark.errors import PySparkException
 
+        if tables:
+            raise InternalError("a Spark statement reads no relation handed over as data")
         self._settle()
         try:
-            schema = self.session.sql(self.target.finish(sql)).schema
+            fields = self.session.sql(statement).schema.fields
         except PySparkException as err:
             raise BindError(f"Spark cannot bind the query: {_first_line(err)}") from None
-        return [duckdb_type(f.dataType.simpleString()) for f in schema.fields]
+        return [(f.name, duckdb_type(f.dataType.simpleString())) for f in fields]
 
     # -- running ------------------------------------------------------------------------------
 
@@ -192,8 +199,12 @@ class SparkEngine:
                     del _RUNNING[id(session)]
                     session.conf.set(key, entry[1])
 
-    def statistics(self, sql: str) -> tuple[list[str], Rows]:
-        """Run a statistics statement (Spark SQL): its column names and rows (exact: never shown)."""
+    def statistics(self, sql: str, tables: Tables | None = None) -> tuple[list[str], Rows]:
+        """Run a statistics statement (Spark SQL): its column names and rows (exact: never shown).
+        Spark's target writes key domains into the statement (``reads_data`` is false), so no
+        ``tables`` are handed over."""
+        if tables:
+            raise InternalError("a Spark statement reads no relation handed over as data")
         with self._partitions():
             frame = self._analysed(sql)
             try:  # any error while reading rows, or while turning them into statistics: withheld
@@ -224,19 +235,16 @@ class SparkEngine:
         except Exception as err:
             raise BindError(f"Spark cannot read the public table: {_first_line(err)}") from None
 
-    def post_process(self, outer: "exp.Select", columns: list[str], rows: "Rows | pa.Table") -> "pa.Table":
-        """The post-processing SELECT on the noisy rows, in a private DuckDB that holds nothing else."""
-        from dpsql.engine.duck import post_process_in, scratch_connection
-
-        if self._scratch is None:
-            self._scratch = scratch_connection()
-        return post_process_in(self._scratch, outer, columns, rows)
+    def sibling(self) -> "SparkEngine":
+        """An engine over the same session (its own scratch DuckDB for post-processing; the
+        session, its temporary views and its driver are shared, and Spark runs the threads'
+        statements side by side)."""
+        return SparkEngine(self.session)
 
     def close(self) -> None:
         """Close dpsql's own resources; the Spark session stays its owner's (it is stopped
         only when dpsql started it: :attr:`owns_session`)."""
-        if self._scratch is not None:
-            self._scratch.close()
+        super().close()
         if self.owns_session:
             self.owns_session = False
             self.session.stop()

@@ -70,5 +70,8 @@ def open_spark(policy: Policy, master: str, init_ledger: bool = False) -> Connec
     except BaseException:
         session.stop()
         raise
+    from dpsql.engine.spark import SparkEngine
+
+    assert isinstance(con.engine, SparkEngine)
     con.engine.owns_session = True
     return con

@@ -11,13 +11,13 @@ nothing is charged, and the rows an Execute returns are cast to exactly these ty
 
 from __future__ import annotations
 
-import contextlib
 import typing as t
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
+from dpsql.engine.backend import Backend
 from dpsql.engine.sandbox import harden
 from dpsql.errors import BindError
 from dpsql.sql import build
@@ -120,35 +120,13 @@ class Binder:
         return [Column(f.name, oid_of_arrow(f.type)) for f in table.schema]
 
 
-def _described(engine: t.Any, sql: str, tables: t.Mapping[str, pa.Table] | None = None) -> list[tuple[str, int]]:
+def _described(engine: Backend, sql: str, tables: t.Mapping[str, pa.Table] | None = None) -> list[tuple[str, int]]:
     """Names and types of the statement ``sql`` the engine runs, bound by it without running it
-    (``tables``: relations it reads that the engine is handed as data, DuckDB only)."""
-    if engine.name == "spark":
-        return _spark_described(engine.session, sql)
-    con: duckdb.DuckDBPyConnection = engine.connection
-    try:
-        with engine.reading(tables) if tables else contextlib.nullcontext():
-            rows = con.execute(f"DESCRIBE {sql}").fetchall()
-    except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
-        raise BindError(f"DuckDB cannot bind the query: {str(err).splitlines()[0]}") from None
-    return [(str(r[0]), oid_of_duckdb(str(r[1]))) for r in rows]
+    (``tables``: relations it reads that the engine is handed as data)."""
+    return [(name, oid_of_duckdb(dtype)) for name, dtype in engine.described(sql, tables)]
 
 
-def _spark_described(session: t.Any, sql: str) -> list[tuple[str, int]]:
-    """Spark analyses a statement (Spark SQL) when it is created and reads no row until asked."""
-    from pyspark.errors import PySparkException
-
-    from dpsql.engine.spark import duckdb_type
-
-    try:
-        fields = session.sql(sql).schema.fields
-    except PySparkException as err:
-        text = str(err).strip()
-        raise BindError(f"Spark cannot bind the query: {text.splitlines()[0] if text else type(err).__name__}") from None
-    return [(f.name, oid_of_duckdb(duckdb_type(f.dataType.simpleString()))) for f in fields]
-
-
-def bind_columns(engine: t.Any, sql: str) -> list[Column]:
+def bind_columns(engine: Backend, sql: str) -> list[Column]:
     """Names and types of a query the engine binds without running it."""
     return [Column(name, oid) for name, oid in _described(engine, sql)]
 

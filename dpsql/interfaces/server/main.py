@@ -188,7 +188,7 @@ async def serve(args: argparse.Namespace, ready: t.Callable[[str, int], None] | 
         host, port = listening.sockets[0].getsockname()[:2]
         children = spawn_children(args, port, con.policy, password) if args.processes > 1 else []
         where = f"{con.policy.source or 'the demo policy'}; tables: {', '.join(sorted(declared)) or 'none'}"
-        if con.engine.name != "duckdb":
+        if not con.engine.default:
             where += f"; statistics on {con.engine.name}"
         if args.reuse_port:  # a child: the parent has said it all
             where = "another process of the same server"

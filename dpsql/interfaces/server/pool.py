@@ -70,24 +70,14 @@ class Worker:
     """What one worker thread holds."""
 
     def __init__(self, main: Connection) -> None:
-        self.connection = Connection(_engine_for_worker(main), main.policy, main.ledger, noise=main.noise)
+        # its own engine over the server's data: a cursor of the one DuckDB, or an engine over
+        # the one Spark session (Backend.sibling)
+        self.connection = Connection(main.engine.sibling(), main.policy, main.ledger, noise=main.noise)
         self.binder = Binder()
 
     def close(self) -> None:
         self.binder.close()
         self.connection.engine.close()
-
-
-def _engine_for_worker(main: Connection) -> t.Any:
-    """A worker's own engine over the server's data: a cursor of the one DuckDB, or an engine
-    over the one Spark session (its own scratch DuckDB for post-processing; the session, its
-    temporary views and its driver are shared, and Spark runs the threads' statements side by
-    side)."""
-    if main.engine.name == "spark":
-        from dpsql.engine.spark import SparkEngine
-
-        return SparkEngine(main.engine.session)
-    return main.engine.connection.cursor()
 
 
 class Pool:
