@@ -241,3 +241,25 @@ def test_negative_control_a_cast_join_makes_one_person_several_units(monkeypatch
     (before,), (after,) = released(prepared, raw, data).values(), released(prepared, raw, without).values()
     moved = before["DP_COUNT(*) n"] - after["DP_COUNT(*) n"]
     assert sensitivity == 1 and moved == len(ids) > sensitivity
+
+
+@pytest.mark.spark
+def test_spark_refuses_the_same_joins_with_the_same_message(spark) -> None:
+    data: Tables = {"labs": [("1", 1), ("01", 1)], "bills": [(1, 5.0)], "notes": [("1", 5.0)],
+                    "scans": [(1.0, 1)], "doses": [(1.0, 5.0)]}
+    for name, schema in SCHEMAS.items():
+        spark.createDataFrame(data[name], schema.replace(" VARCHAR", " STRING")).createOrReplaceTempView(name)
+    on_spark, on_duckdb = dpsql.connect(spark, policy(2)), connect(data)
+    try:
+        for from_ in ("labs JOIN bills ON CAST(labs.pid AS INTEGER) = bills.patient_id",
+                      "scans JOIN bills ON scans.pid = bills.patient_id"):
+            messages = []
+            for con in (on_spark, on_duckdb):
+                with pytest.raises(PrivacyError, match="differ in type") as info:
+                    con.prepare(JOIN.format(from_))
+                messages.append(str(info.value))
+            assert messages[0] == messages[1]
+        query = JOIN.format("labs JOIN notes ON labs.pid = notes.pid")
+        assert on_spark.engine.statistics(on_spark.prepare(query).sql)[1] == [(1,)]
+    finally:
+        on_duckdb.close()
