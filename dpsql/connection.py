@@ -23,7 +23,7 @@ from dpsql.engine.backend import Backend
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
-from dpsql.engine.sources import open_sources
+from dpsql.engine.sources import open_sources, with_files
 from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
@@ -436,11 +436,13 @@ def connect(
     a policy table with ``source = ...`` files becomes a temporary view of the session. Or it is
     a :class:`~dpsql.engine.backend.Backend` (any other engine), which the connection then owns.
 
-    ``database`` is a DuckDB file path, ``":memory:"`` or an existing DuckDB connection, which
-    dpsql then locks down and owns: DuckDB keeps file access, extensions and the configuration
-    lock per instance, so every connection and cursor of that DuckDB instance loses them for
-    good (tables and pandas/Arrow objects registered on it before stay readable, as the
-    policy allows). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
+    ``database`` is a DuckDB file path, ``":memory:"``, data files (a Parquet, CSV or JSON path
+    or glob, or a list of them: as on the command line, they become the policy's table of the
+    same name, or its one table, in an in-memory database) or an existing DuckDB connection,
+    which dpsql then locks down and owns: DuckDB keeps file access, extensions and the
+    configuration lock per instance, so every connection and cursor of that DuckDB instance
+    loses them for good (tables and pandas/Arrow objects registered on it before stay readable,
+    as the policy allows). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
     ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
     by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
     in-memory one for the life of the connection. A test noise source (such as ``SeededNoise``)
@@ -450,10 +452,11 @@ def connect(
     if policy is None:
         raise PolicyError("a policy is required: connect(database, policy='policy.toml')")
     pol = load_policy(policy)
+    given, (database, pol) = database, with_files(database, pol)  # data files: the policy's table, in memory
     if noise is not None and pol.ledger is not None:
         _refuse_test_noise(noise, pol.ledger)  # before anything is opened or created
     if pol.ledger is not None and not init_ledger and not os.path.lexists(pol.ledger):
-        raise LedgerError(_missing_ledger(database, policy, pol))  # before anything is opened
+        raise LedgerError(_missing_ledger(given, policy, pol))  # before anything is opened
     if _is_spark_session(database):
         from dpsql.engine.spark import SparkEngine
         from dpsql.engine.spark_open import open_spark_sources

@@ -384,7 +384,7 @@ def test_a_data_file_for_a_table_that_has_a_source_is_refused(data: Path) -> Non
     proc = dpsql_cli("visits.csv", "--policy", "p.toml", "-c", COUNT, cwd=data)
     assert proc.returncode == 1
     assert proc.stderr.strip() == (f"Error: table visits already has its files in the policy (source = "
-                                   f"{data}/visits.parquet); drop visits.csv from the command line")
+                                   f"{data}/visits.parquet); open the policy without visits.csv")
 
 
 def test_a_missing_database_is_not_created_even_with_sources(data: Path) -> None:

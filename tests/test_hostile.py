@@ -26,6 +26,13 @@ CORPUS = Path(__file__).parent / "corpus" / "hostile.toml"
 ENTRIES: list[dict] = tomllib.loads(CORPUS.read_text(encoding="utf-8"))["query"]
 
 VISITS = [(1, 120.0, "a"), (1, 80.5, "b"), (2, 999.0, "a"), (3, 15.0, "c"), (3, 15.0, "c"), (3, 40.0, "a")]
+#: Tables of one unit "patient" (one row per patient): labs and notes by text ids, spelled many
+#: ways, bills by INTEGER ids.
+PATIENTS = {
+    "labs": ("pid VARCHAR, result DOUBLE", [("1", 5.0), ("01", 6.0), (" 1", 7.0), ("+1", 8.0), ("1.0", 9.0), ("2", 1.0)]),
+    "bills": ("patient_id INTEGER, amount DOUBLE", [(1, 100.0), (2, 50.0)]),
+    "notes": ("pid VARCHAR, words INTEGER", [("1", 3), ("01", 4)]),
+}
 
 
 def _policy(neighbouring: str = "add_remove") -> dict:
@@ -37,11 +44,15 @@ def _policy(neighbouring: str = "add_remove") -> dict:
         "columns": {"cost": {"lower": 0, "upper": 1000}},
     }
     pol["tables"]["ext.main.staff"] = {"columns": {"pay": {"lower": 0, "upper": 100}}}
+    for name, (schema, _) in PATIENTS.items():
+        pol["tables"][name] = {"privacy_unit": schema.split()[0], "unit_name": "patient", "max_rows_per_unit": 1,
+                               "columns": {"amount": {"lower": 0, "upper": 100}} if name == "bills" else {}}
     return pol
 
 
 def _connect(rows: str, neighbouring: str = "add_remove") -> dpsql.Connection:
-    """The demo with all of adult (``rows='all'``), none of it, or only its first row.
+    """The demo with all of adult (``rows='all'``), none of it, or only its first row, and the
+    tables of one unit of :data:`PATIENTS`.
 
     ``salaries`` exists in the database but not in the policy: it may never be read. The
     attached database ``ext`` holds ``staff`` (declared, private: 1000 rows, pay = id % 100)
@@ -56,6 +67,9 @@ def _connect(rows: str, neighbouring: str = "add_remove") -> dpsql.Connection:
             con.execute("DELETE FROM adult WHERE fnlwgt <> 77516 OR age <> 39")
         con.execute("CREATE TABLE visits (patient_id INTEGER, cost DOUBLE, ward VARCHAR)")
         con.executemany("INSERT INTO visits VALUES (?, ?, ?)", VISITS)
+        for name, (schema, patients) in PATIENTS.items():
+            con.execute(f"CREATE TABLE {name} ({schema})")
+            con.executemany(f"INSERT INTO {name} VALUES (?, ?)", patients)
         con.execute("CREATE TABLE salaries (name VARCHAR, salary INTEGER)")
         con.execute("INSERT INTO salaries VALUES ('ann', 91000), ('bob', 52000)")
         # an attached database: staff is declared, hr.salaries and payroll are not

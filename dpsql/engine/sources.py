@@ -13,15 +13,20 @@ Locked down, DuckDB reads no file; ``allowed_paths`` then lets it read exactly t
 (the binder refuses file functions in queries in any case, so only the views reach them).
 Every failure here is a one-line :class:`~dpsql.errors.PolicyError` naming the table (or the
 attached name) and the path, raised while connecting: before any query, so nothing is charged.
+
+Data files may also stand in for the database (``dpsql.connect("visits.parquet", policy)``, or
+``dpsql visits.parquet --policy p.toml``): :func:`with_files` makes them the ``source`` of the
+policy table of the same name (or of its one table), and the connection an in-memory one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import typing as t
 
-from dpsql.errors import PolicyError
+from dpsql.errors import Error, PolicyError
 
 if t.TYPE_CHECKING:
     import duckdb
@@ -66,6 +71,83 @@ def expand(patterns: t.Iterable[str]) -> list[str]:
         else:
             files.append(pattern)
     return [os.path.abspath(p) for p in dict.fromkeys(files)]
+
+
+def data_files(database: t.Any) -> list[str] | None:
+    """The data files ``database`` names (a path or glob ending in a data file's ending, or a
+    list of them), or None if it names something else (a database, a connection, a session)."""
+    names = list(database) if isinstance(database, (list, tuple)) else [database]
+    if not names or not all(isinstance(n, (str, os.PathLike)) for n in names):
+        return None
+    paths = [os.fspath(n) for n in names]
+    return paths if all(reader_of(p) is not None for p in paths) else None
+
+
+def with_files(database: t.Any, policy: Policy) -> tuple[t.Any, Policy]:
+    """The database to open and the policy to open it with: data files become the ``source`` of
+    the table they stand for (:func:`policy_with_files`) in an in-memory database; anything else
+    is returned as it is."""
+    files = data_files(database)
+    if files is None:
+        return database, policy
+    return ":memory:", policy_with_files(files, policy)
+
+
+def stem(pattern: str) -> str:
+    """The table name a file stands for: its name without the data ending (``visits`` for
+    ``visits.csv.gz``), or, when that is a glob, the name of its folder (``visits/*.parquet``)."""
+    folder, base = os.path.split(os.path.normpath(pattern))
+    for suffix in sorted(READERS, key=len, reverse=True):
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    if GLOB & set(base) or not base:
+        base = os.path.basename(folder)
+    return base.lower()
+
+
+def table_for(policy: Policy, patterns: list[str]) -> str:
+    """The policy table ``patterns`` become: the one of the same name (:func:`stem`), or the
+    policy's only table. Error, listing the declared tables, if there is no such table."""
+    source = " ".join(patterns)
+    names = sorted(policy.tables)
+    stems = {stem(p) for p in patterns}
+    if len(stems) == 1:
+        name = stems.pop()
+        if name in policy.tables:
+            return name
+        found = [k for k, tp in policy.tables.items() if tp.table_name == name]
+        if len(found) == 1:
+            return found[0]
+    if len(names) == 1:
+        return names[0]
+    declared = f"{len(names)} tables ({', '.join(names)})" if names else "no table"
+    raise Error(f"{source} opens as the policy's table of the same name, or as its one table; the policy "
+                f"declares {declared}: name the file after one of them (e.g. {names[0] if names else 'visits'}"
+                ".parquet)" if names else f"{source}: the policy declares no table to open it as")
+
+
+def policy_with_files(patterns: list[str], policy: Policy) -> Policy:
+    """``policy`` with the files as the ``source`` of the table they stand for (:func:`table_for`)."""
+    source = " ".join(patterns)
+    readers = {reader_of(p) for p in patterns}
+    if None in readers:
+        raise Error(f"{source}: a data file ends in one of {', '.join(READERS)}")
+    if len(readers) != 1:
+        raise Error(f"{source}: the files of one table must be of one kind (Parquet, CSV or JSON)")
+    name = table_for(policy, patterns)
+    tp = policy.tables[name]
+    if tp.source:
+        raise Error(f"table {name} already has its files in the policy (source = {' '.join(tp.source)}); "
+                    f"open the policy without {source}")
+    if tp.catalog:
+        raise Error(f"table {name} is a table of database {tp.catalog}, not one data files can stand for")
+    try:
+        files = expand(patterns)
+    except FileNotFoundError as err:
+        raise Error(str(err)) from None
+    tables = {**policy.tables, name: dataclasses.replace(tp, source=tuple(files))}
+    return dataclasses.replace(policy, tables=tables)
 
 
 def quote(name: str) -> str:

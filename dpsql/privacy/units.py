@@ -47,6 +47,18 @@ Group keys
 
 A row unit (``privacy_unit = "row"``) is not truncated: one row is one unit, and
 ``max_rows_per_unit`` = m protects m rows together (Tumult's AddMaxRows(m)): L1 = L2 = m·s.
+
+Unit keys (:func:`unit_key_problem`)
+    A unit is the set of rows that hold one id value, and every part of a query must agree on
+    which values are one: the truncation (a window's PARTITION BY), ``COUNT(DISTINCT unit)``,
+    a per-unit GROUP BY, the hash that puts a unit in one chunk and, for tables that share a
+    unit, the join that equates their unit columns. Within one type DuckDB and Spark agree
+    everywhere (even on floating-point ids: -0.0 equals, groups and hashes with 0.0, and NaN
+    with NaN). Across two types they cannot: the join compares through a cast (``'1'``,
+    ``'01'``, ``' 1'`` and ``'+1'`` all cast to the INTEGER 1, the DOUBLEs 1.4 and 0.6 to 1)
+    while the truncation partitions each table by its own values, so one person would be
+    several units and the bound would not hold. Unit columns of two types are refused, with
+    the fix, before anything runs.
 """
 
 from __future__ import annotations
@@ -235,3 +247,24 @@ def resolve(table: "TablePolicy", given: t.Mapping[str, int], grouped: bool, gro
                           f"and max_rows_per_group_per_unit = {r} bound each unit; set those instead")
     return UnitBounds(unit=table.privacy_unit, max_rows=k, max_groups=g, max_rows_per_group=r,
                       group_size=group_size, sources=sources)
+
+
+def unit_key_problem(keys: t.Sequence[tuple[str, str | None]]) -> str | None:
+    """What is wrong with ``keys`` as the columns of one privacy unit, or None if nothing is.
+
+    ``keys`` are (name as shown, type) of the id columns a join (or a link) compares as one
+    unit. They must be of one type, so that the values the join compares are the values the
+    truncation partitions by. The problem is a one-line message that names the fix.
+    """
+    shown = [(name, " ".join(str(type_).upper().split()) if type_ is not None else None) for name, type_ in keys]
+    for name, type_ in shown:
+        if type_ is None:
+            return f"the type of the unit column {name} cannot be read; check that its table exists"
+    for name, type_ in shown[1:]:
+        if type_ != shown[0][1]:
+            first, first_type = shown[0]
+            return (f"the unit columns {first} ({first_type}) and {name} ({type_}) differ in type, and a cast "
+                    "would make one person several units ('1', '01' and ' 1' cast to one number); store them "
+                    "in one type, or declare in the policy a view that casts one of them, e.g. "
+                    f"CAST({name.rpartition('.')[2]} AS {first_type})")
+    return None

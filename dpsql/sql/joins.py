@@ -19,6 +19,7 @@ from sqlglot import exp
 from dpsql.errors import BindError, OptionError, PrivacyError
 from dpsql.privacy.joins import Truncation, private_join_rows
 from dpsql.privacy.policy import TablePolicy
+from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.allow import check_rowwise
 from dpsql.sql.build import BASE
 from dpsql.sql.relation import Columns, Relation
@@ -302,6 +303,9 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
         _refuse(f"private table {tp.name} can only be joined directly")
     name = jc.alias("j")
     right_columns: Columns = {c: _retarget(e, name) if e is not None else None for c, e in right.columns.items()}
+    by_id = left.privacy_unit != "row" or tp.privacy_unit != "row"
+    if by_id:  # before the conditions: no way of writing them can join units of two types
+        _shared_unit(left, tp, catalog)
     pairs = _conditions(rel, join, alias, right_columns, f"private table {tp.name}")
     types = catalog(tp.name) or {}
     table = _sql(qualified(tp, jc.database))
@@ -310,9 +314,8 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
     keys = ", ".join(f"{BASE}.{exp.to_identifier(c, quoted=True).sql()}" for _, c in pairs)
     key_text = ", ".join(c for _, c in pairs)
     out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
-    by_id = left.privacy_unit != "row" or tp.privacy_unit != "row"
     if by_id:
-        _same_unit(rel, left, tp, pairs)
+        _equates_units(rel, left, tp, pairs)
         out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN (SELECT * FROM {table} AS {BASE}{where}) AS {name} ON {on}")
         out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} on the privacy unit "
                          f"{left.unit_name or left.privacy_unit}: the joined rows keep the unit; truncation per unit "
@@ -352,7 +355,8 @@ def _keep(strategy: Truncation, keys: str) -> str:
     return f"COUNT(*) OVER (PARTITION BY {keys}) = 1"
 
 
-def _same_unit(rel: Relation, left: TablePolicy, right: TablePolicy, pairs: list[tuple[exp.Expression, str]]) -> None:
+def _shared_unit(left: TablePolicy, right: TablePolicy, catalog: Catalog) -> None:
+    """Refuse a join by id unless both tables have one id unit, its columns of one type."""
     if left.privacy_unit == "row" or right.privacy_unit == "row":
         row = left if left.privacy_unit == "row" else right
         _refuse(f"cannot join {left.name} and {right.name}: {row.name}'s privacy unit is a row and the "
@@ -361,6 +365,13 @@ def _same_unit(rel: Relation, left: TablePolicy, right: TablePolicy, pairs: list
         _refuse(f"cannot join private tables {left.name} and {right.name}: they do not share a privacy unit; "
                 f"if {left.privacy_unit} and {right.privacy_unit} identify the same individuals, give both "
                 "tables the same unit_name in the policy")
+    if problem := unit_key_problem([(f"{tp.name}.{tp.privacy_unit}", (catalog(tp.name) or {}).get(tp.privacy_unit))
+                                    for tp in (left, right)]):
+        _refuse(problem)
+
+
+def _equates_units(rel: Relation, left: TablePolicy, right: TablePolicy, pairs: list[tuple[exp.Expression, str]]) -> None:
+    """Refuse a join by id whose ON does not equate the unit columns themselves."""
     assert rel.unit is not None
     unit = _sql(rel.unit)
     if not any(_sql(e) == unit and c == right.privacy_unit for e, c in pairs):
