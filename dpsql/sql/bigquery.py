@@ -322,4 +322,7 @@ def _count_bound(bounds: d.ContributionBounds) -> int:
 
 def _written(node: exp.Expression) -> str:
     """A node as the query wrote it (BigQuery's aggregate spelling, bounds included)."""
+    if isinstance(node, exp.PercentileCont) and not isinstance(node.parent, exp.WithinGroup):
+        args = [d.to_sql(a) for a in (node.this, node.args.get("expression")) if a is not None]
+        return f"PERCENTILE_CONT({', '.join(args)})"  # not DuckDB's QUANTILE_CONT
     return t.cast(str, node.sql(dialect=d.DPSQL))
