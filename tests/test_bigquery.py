@@ -232,7 +232,7 @@ REFUSED = [
      PrivacyError, "PERCENTILE_CONT(age, age): the percentile must be a number in [0, 1]"),
     (_demo, "SELECT WITH ANONYMIZATION OPTIONS (epsilon = 1) COUNT(*) FROM adult", ParseError, "older form"),
     (_demo, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM information_schema.tables",
-     PrivacyError, "no WITH (...) or WITH DIFFERENTIAL_PRIVACY privacy options"),
+     PrivacyError, "an information_schema query takes no WITH DIFFERENTIAL_PRIVACY clause"),
 ]
 
 
