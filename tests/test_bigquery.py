@@ -195,6 +195,26 @@ def test_on_professors_dpsql_averages_rows_where_bigquery_averages_per_unit_aver
     assert rows["scissors"] == pytest.approx(8, abs=1e-3)
 
 
+def test_on_professors_count_and_sum_agree_with_bigquerys_documented_results() -> None:
+    """BigQuery's docs, without noise: COUNT(*, contribution_bounds_per_group => (0, 100)) is
+    pencil 4, pen 3, scissors 1 and SUM(quantity, ... (0, 100)) pencil 144, pen 58, scissors 8:
+    no unit's total leaves the bounds, so per-row clipping gives the same numbers."""
+    query = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1e9, delta = 1e-5, max_groups_contributed = 2, "
+             "privacy_unit_column = id) item, COUNT(*, contribution_bounds_per_group => (0, 100)) AS n, "
+             "SUM(quantity, contribution_bounds_per_group => (0, 100)) AS s FROM professors GROUP BY item ORDER BY item")
+    rows = _professors().sql(query).fetchall()
+    assert [(item, n) for item, n, _ in rows] == [("pen", 3), ("pencil", 4), ("scissors", 1)]
+    assert [s for _, _, s in rows] == pytest.approx([58, 144, 8], abs=1e-3)
+
+
+def test_the_issue_example_releases_what_its_dpsql_form_releases() -> None:
+    ours = ("SELECT item, DP_MEAN(quantity, 0, 100) AS average_quantity FROM professors GROUP BY item "
+            "WITH (epsilon = 1, delta = 1e-5, max_groups_per_unit = 2)")
+    a, b = _professors(seed=11), _professors(seed=11)
+    assert a.sql(EXAMPLE).fetchall() == b.sql(ours).fetchall()
+    assert a.budget.spent == b.budget.spent
+
+
 def test_without_options_the_policy_default_budget_is_spent() -> None:
     con = _demo(epsilon=0.25)
     r = con.sql("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) AS n FROM adult")
