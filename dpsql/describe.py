@@ -134,6 +134,9 @@ def information_schema(con: t.Any, query: str) -> Result | None:
         return None
     if parsed.args.get("options") is not None or parsed.args.get("explain"):
         raise PrivacyError("an information_schema query takes no WITH (...) privacy options and no EXPLAIN")
+    if tree.args.get("hint") is not None:
+        raise PrivacyError("an information_schema query takes no WITH DIFFERENTIAL_PRIVACY clause: it reads "
+                           "no private table")
     check_statement(tree)
     check_functions(tree)
     ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}

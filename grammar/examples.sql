@@ -28,3 +28,10 @@ EXPLAIN SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)
 SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1);
 SELECT education, education_num FROM education_levels ORDER BY education_num
 SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward WITH (epsilon = 1, delta = 1e-6, max_groups_per_unit = 3, max_rows_per_group_per_unit = 2)
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-5, max_groups_contributed = 2, privacy_unit_column = id) item, AVG(quantity, contribution_bounds_per_group => (0, 100)) AS average_quantity FROM professors GROUP BY item
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*, contribution_bounds_per_group => (0, 5)) AS n, COUNT(ward) FROM visits
+select with differential_privacy options (epsilon = 0.5, delta = 1e-6) sex, sum(age, contribution_bounds_per_group => (0, 100)) as s from adult where age >= 30 group by sex
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) VAR_POP(age), STDDEV_POP(age, contribution_bounds_per_row => (0, 100)), PERCENTILE_CONT(age, 0.5, contribution_bounds_per_row => (0, 100)) FROM adult
+SELECT WITH DIFFERENTIAL_PRIVACY sex, COUNT(*) AS n FROM adult GROUP BY sex HAVING COUNT(*) > 100 ORDER BY n DESC
+EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, max_rows_contributed = 2, privacy_unit_column = visits.patient_id) SUM(cost, contribution_bounds_per_row => (0, 1000)) FROM visits
+WITH older AS (SELECT age FROM adult WHERE age > 60) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) AVG(age, contribution_bounds_per_group => (60, 100)) FROM older

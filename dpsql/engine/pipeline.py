@@ -46,7 +46,8 @@ class PreparedQuery:
     #: ``None`` for a public query (it runs as plain SQL and spends nothing)
     plan: "Plan | None" = None
     rewritten: "Rewritten | None" = None
-    #: what the policy's ``[defaults]`` changed (plain aggregates mapped, a default budget added)
+    #: what the translation of BigQuery's form and the policy's ``[defaults]`` changed (plain
+    #: aggregates mapped, a default budget added)
     rewrites: list[str] = field(default_factory=list)
     #: the statement after those changes, identifiers normalised and options left out (their
     #: validated values are in ``bound.options``): equal for queries that differ only in
@@ -124,12 +125,13 @@ def prepare(text: str, policy: "Policy", engine: "Backend") -> PreparedQuery:
     from dpsql.engine.plan import plan
     from dpsql.engine.rewrite import rewrite
     from dpsql.sql import dialect
+    from dpsql.sql.bigquery import translate
     from dpsql.sql.bind import bind
     from dpsql.sql.plain import apply_defaults
 
     target = engine.target
     parsed = dialect.parse(text)
-    rewrites = apply_defaults(parsed, policy)
+    rewrites = translate(parsed, policy) + apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
     database = database_of(parsed.this, policy, engine)
     bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,

@@ -9,6 +9,11 @@ Grammar (see ``grammar/dpsql.ebnf``)::
     dp_statement  = [ "EXPLAIN" ] statement [ options ] [ ";" ]
     options       = "WITH" "(" option { "," option } ")"
     option        = identifier "=" literal
+
+BigQuery's form, ``SELECT WITH DIFFERENTIAL_PRIVACY [OPTIONS (...)] ...`` with
+``contribution_bounds_per_group`` / ``_per_row`` in its aggregates, is parsed here into
+:class:`DifferentialPrivacyClause` and :class:`ContributionBounds` nodes, and translated into
+the dpsql form by :mod:`dpsql.sql.bigquery`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ __all__ = [
     "DPOptions",
     "DPQuery",
     "DP_FUNCTIONS",
+    "DifferentialPrivacyClause",
+    "ContributionBounds",
     "parse",
 ]
 
@@ -137,6 +144,64 @@ class DPQuery(exp.Expression):
         return [(eq.this.name, eq.expression) for eq in opts.expressions]
 
 
+class DifferentialPrivacyClause(exp.Expression):
+    """BigQuery's ``WITH DIFFERENTIAL_PRIVACY [OPTIONS (key = value, ...)]`` right after SELECT,
+    kept as the SELECT's ``hint``; ``expressions`` are ``exp.EQ`` nodes (none without OPTIONS)."""
+
+    arg_types = {"expressions": False}
+
+
+class ContributionBounds(exp.Expression):
+    """A BigQuery DP aggregate's ``contribution_bounds_per_group|row => (lower, upper)``: ``this``
+    is the aggregate without it (``exp.Avg``, ...), ``per`` the word ``group`` or ``row``."""
+
+    arg_types = {"this": True, "per": True, "lower": True, "upper": True}
+
+
+#: BigQuery's DP aggregates (and ZetaSQL's VAR_POP, and STDDEV_POP) by name: their node class and
+#: which contribution bounds they take (BigQuery: per group for COUNT, SUM and AVG, per row for
+#: PERCENTILE_CONT; per row is also dpsql's own meaning of bounds, so SUM and AVG take it too).
+BIGQUERY_AGGREGATES: dict[str, tuple[type[exp.Expression], tuple[str, ...]]] = {
+    "COUNT": (exp.Count, ("group",)),
+    "SUM": (exp.Sum, ("group", "row")),
+    "AVG": (exp.Avg, ("group", "row")),
+    "VAR_POP": (exp.VariancePop, ("row",)),
+    "STDDEV_POP": (exp.StddevPop, ("row",)),
+    "PERCENTILE_CONT": (exp.PercentileCont, ("row",)),
+}
+
+
+def _bounded(name: str, plain: t.Callable[[list[exp.Expression]], exp.Expression]
+             ) -> t.Callable[[list[exp.Expression]], exp.Expression]:
+    """DuckDB's builder of aggregate ``name``, also accepting a trailing BigQuery
+    ``contribution_bounds_per_group|row => (lower, upper)``."""
+    kinds = BIGQUERY_AGGREGATES[name][1]
+
+    def builder(args: list[exp.Expression]) -> exp.Expression:
+        named = [a for a in args if isinstance(a, (exp.Kwarg, exp.PropertyEQ))]
+        if not named:
+            return plain(args)
+        key = named[0].this.name.lower()
+        if len(named) > 1 or args[-1] is not named[0] or not key.startswith("contribution_bounds_per_"):
+            raise SqlglotParseError(f"{name} takes one named argument, last: contribution_bounds_per_"
+                                    f"{kinds[0]} => (lower, upper)")
+        per = key[len("contribution_bounds_per_"):]
+        if per not in kinds:
+            raise SqlglotParseError(f"{name} takes contribution_bounds_per_{kinds[0]} => (lower, upper), "
+                                    f"not {key}")
+        value = named[0].expression
+        if not isinstance(value, exp.Tuple) or len(value.expressions) != 2:
+            raise SqlglotParseError(f"{name}: {key} => must be a pair (lower, upper)")
+        inner = plain(args[:-1])
+        errors = inner.error_messages(args[:-1])
+        if errors:
+            raise SqlglotParseError(f"{name}: {errors[0]}")
+        lower, upper = value.expressions
+        return ContributionBounds(this=inner, per=exp.var(per), lower=lower, upper=upper)
+
+    return builder
+
+
 def _build(cls: type[DPAggregate]) -> t.Callable[[list[exp.Expression]], exp.Expression]:
     """Build a DP aggregate from positional args, accepting ``bounds => (l, u)`` named args."""
 
@@ -204,6 +269,7 @@ class DPSQL(DuckDB):
         FUNCTIONS = {
             **DuckDB.Parser.FUNCTIONS,
             **{name: _build(cls) for name, cls in DP_FUNCTIONS.items()},
+            **{name: _bounded(name, DuckDB.Parser.FUNCTIONS[name]) for name in BIGQUERY_AGGREGATES},
         }
 
         def _parse_table_hints(self) -> list[exp.Expr] | None:
@@ -215,18 +281,35 @@ class DPSQL(DuckDB):
                 return None
             stmt = super()._parse_statement()
             if self._match_pair(TokenType.WITH, TokenType.L_PAREN):
-                return DPQuery(this=stmt, options=self._parse_dp_options())
+                return DPQuery(this=stmt, options=DPOptions(expressions=self._parse_option_list("WITH")))
             return stmt
 
-        def _parse_dp_options(self) -> DPOptions:
+        def _parse_hint(self) -> t.Any:
+            # BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY ...`` sits where a hint would.
+            after_select = self._prev is not None and self._prev.token_type == TokenType.SELECT
+            if after_select and self._curr is not None and self._curr.token_type == TokenType.WITH \
+                    and self._next is not None and self._next.text.upper() in ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION"):
+                self._advance(2)
+                if self._prev.text.upper() == "ANONYMIZATION":
+                    self.raise_error("WITH ANONYMIZATION is ZetaSQL's older form; write WITH DIFFERENTIAL_PRIVACY")
+                items: list[exp.Expression] = []
+                if self._match_text_seq("OPTIONS"):
+                    if not self._match(TokenType.L_PAREN):
+                        self.raise_error("Expected '(' after OPTIONS")
+                    items = self._parse_option_list("OPTIONS")
+                return DifferentialPrivacyClause(expressions=items)
+            return super()._parse_hint()
+
+        def _parse_option_list(self, clause: str) -> list[exp.Expression]:
+            """``key = value, ...)`` after ``WITH (`` or ``OPTIONS (``."""
             items: list[exp.Expression] = []
             while True:
                 key_token = self._curr
                 if key_token is None or key_token.token_type == TokenType.R_PAREN:
-                    self.raise_error("Expected an option name in WITH (...)")
+                    self.raise_error(f"Expected an option name in {clause} (...)")
                 key = self._parse_var(any_token=True)
                 if key is None:
-                    self.raise_error("Expected an option name in WITH (...)")
+                    self.raise_error(f"Expected an option name in {clause} (...)")
                 if not self._match(TokenType.EQ):
                     self.raise_error(f"Expected '=' after option '{key.name}'")
                 value = self._parse_bitwise()
@@ -236,14 +319,17 @@ class DPSQL(DuckDB):
                 if not self._match(TokenType.COMMA):
                     break
             if not self._match(TokenType.R_PAREN):
-                self.raise_error("Expected ')' to close WITH (...)")
-            return DPOptions(expressions=items)
+                self.raise_error(f"Expected ')' to close {clause} (...)")
+            return items
 
     class Generator(DuckDB.Generator):
         TRANSFORMS = {
             **DuckDB.Generator.TRANSFORMS,
             DPQuery: lambda self, e: _dpquery_sql(self, e),
             DPOptions: lambda self, e: "WITH (" + ", ".join(self.sql(x) for x in e.expressions) + ")",
+            DifferentialPrivacyClause: lambda self, e: " WITH DIFFERENTIAL_PRIVACY" + (
+                " OPTIONS (" + ", ".join(self.sql(x) for x in e.expressions) + ")" if e.expressions else ""),
+            ContributionBounds: lambda self, e: _bounds_sql(self, e),
         }
 
         def dpaggregate_sql(self, e: DPAggregate) -> str:  # pragma: no cover - dispatched below
@@ -255,6 +341,14 @@ def _dpquery_sql(gen: t.Any, e: DPQuery) -> str:
     if e.args.get("options"):
         parts.append(" " + gen.sql(e.args["options"]))
     return "".join(parts)
+
+
+def _bounds_sql(gen: t.Any, e: ContributionBounds) -> str:
+    inner = e.this
+    name = next(n for n, (cls, _) in BIGQUERY_AGGREGATES.items() if type(inner) is cls)
+    args = [gen.sql(inner, "this") or "*", gen.sql(inner, "expression")]
+    bound = f"contribution_bounds_per_{e.text('per')} => ({gen.sql(e, 'lower')}, {gen.sql(e, 'upper')})"
+    return f"{name}({', '.join(a for a in [*args, bound] if a)})"
 
 
 def _dpaggregate_sql(gen: t.Any, e: DPAggregate) -> str:
@@ -313,6 +407,10 @@ def parse(sql: str) -> DPQuery:
         stmt.set("with_", None)
     if explain:
         stmt.set("explain", True)
+    if stmt.find(DifferentialPrivacyClause, ContributionBounds) is not None:
+        from dpsql.sql.bigquery import check_form
+
+        check_form(stmt)
     return stmt
 
 
