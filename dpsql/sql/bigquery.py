@@ -10,7 +10,7 @@ For analysts who know GoogleSQL for BigQuery (or ZetaSQL, where it comes from)::
 is the dpsql query ``SELECT item, DP_MEAN(quantity, 0, 100) AS average_quantity FROM
 professors GROUP BY item WITH (epsilon = 1, delta = 1e-5, max_groups_per_unit = 2)``. The
 dialect parses the clause and the bounds (:class:`~dpsql.sql.dialect.DifferentialPrivacyClause`,
-:class:`~dpsql.sql.dialect.ContributionBounds`) and :func:`check_form` refuses what is
+:class:`~dpsql.sql.dialect.ContributionBounds`) and :func:`dpsql.sql.dialect.check_form` refuses what is
 malformed as a statement; :func:`translate` rewrites the tree in place, with the policy at hand,
 and says what it did in lines that EXPLAIN and the result's report show. Everything else (the
 budget, the mechanisms, the refusals of the binder) is the dpsql query's.
@@ -39,14 +39,14 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpsql.errors import OptionError, ParseError, PrivacyError
+from dpsql.errors import OptionError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql import dialect as d
-from dpsql.sql.options import MAX_UNIT_BOUND, _integer, _number
-from dpsql.sql.plain import _duckdb_name, _own_scope, _quantile
+from dpsql.sql.options import MAX_UNIT_BOUND, integer_value, number_value
+from dpsql.sql.plain import duckdb_name, literal_quantile
 from dpsql.sql.suggest import did_you_mean
 
-__all__ = ["OPTIONS", "check_form", "translate"]
+__all__ = ["OPTIONS", "translate"]
 
 #: BigQuery's options (and ZetaSQL's ``max_rows_contributed``), with the dpsql option each
 #: becomes (``privacy_unit_column`` is checked against the policy, and then left out).
@@ -67,32 +67,6 @@ _SIMPLE: dict[type[exp.Expression], type[d.DPAggregate]] = {
     exp.StddevPop: d.DPStddev,
 }
 _NAMES = "COUNT, SUM, AVG, VAR_POP, STDDEV_POP, PERCENTILE_CONT(x, p)"
-
-
-def check_form(stmt: d.DPQuery) -> None:
-    """Refuse (ParseError) a DP clause that is not the main SELECT's, a DP clause with a trailing
-    ``WITH (...)`` too, and contribution bounds outside the main SELECT of a DP clause.
-
-    >>> check_form(d.parse("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t"))
-    >>> d.parse("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t WITH (epsilon = 1)")
-    Traceback (most recent call last):
-    ...
-    dpsql.errors.ParseError: give the options in WITH DIFFERENTIAL_PRIVACY OPTIONS (...) or in a trailing WITH (...), not in both
-    """
-    select = stmt.this
-    clause = select.args.get("hint") if isinstance(select, exp.Select) else None
-    ours = clause if isinstance(clause, d.DifferentialPrivacyClause) else None
-    if any(node is not ours for node in stmt.find_all(d.DifferentialPrivacyClause)):
-        raise ParseError("WITH DIFFERENTIAL_PRIVACY belongs right after the statement's main SELECT, "
-                         "not in a subquery, a CTE or a set operation")
-    if ours is not None and stmt.args.get("options") is not None:
-        raise ParseError("give the options in WITH DIFFERENTIAL_PRIVACY OPTIONS (...) or in a trailing "
-                         "WITH (...), not in both")
-    for node in stmt.find_all(d.ContributionBounds):
-        if ours is None or not _own_scope(node, select):
-            raise ParseError(f"{_written(node)}: contribution bounds belong to the aggregates of a SELECT WITH "
-                             "DIFFERENTIAL_PRIVACY; in the dpsql form the bounds are the DP aggregate's: "
-                             "DP_SUM(x, bounds => (0, 100))")
 
 
 @dataclass
@@ -170,7 +144,7 @@ def _given(clause: d.DifferentialPrivacyClause) -> dict[str, exp.Expression]:
                           "privacy unit in two different ways")
     for key in ("max_groups_contributed", "max_rows_contributed"):
         if key in given:
-            _integer(key, given[key], 1, MAX_UNIT_BOUND)
+            integer_value(key, given[key], 1, MAX_UNIT_BOUND)
     return given
 
 
@@ -253,7 +227,7 @@ def _count_rows(seen: _Seen, rows: exp.Expression | None, by_groups: bool, group
                           "dpsql bounds a unit's rows once per query: give them the same upper bound")
     high = highs[0]
     if rows is not None:
-        given = _integer("max_rows_contributed", rows, 1, MAX_UNIT_BOUND)
+        given = integer_value("max_rows_contributed", rows, 1, MAX_UNIT_BOUND)
         if given != high:
             raise OptionError(f"max_rows_contributed = {given} and COUNT's upper contribution bound {high} "
                               "disagree; dpsql bounds a unit's rows once per query: give one of them")
@@ -275,14 +249,14 @@ def _aggregates(select: exp.Select, seen: _Seen) -> None:
     """Replace the main SELECT's aggregates (and contribution bounds) by DP aggregates."""
     for node in list(select.find_all(d.ContributionBounds, exp.AggFunc)):
         if isinstance(node, d.DPAggregate) or isinstance(node.parent, d.ContributionBounds) \
-                or node.parent is None or not _own_scope(node, select):
+                or node.parent is None or not d.own_scope(node, select):
             continue
         bounds = node if isinstance(node, d.ContributionBounds) else None
         plain = node.this if bounds is not None else node
         dp = _dp(plain, bounds, seen)
         before = _written(node)
         if node.parent is select and node.arg_key == "expressions":
-            node.replace(exp.alias_(dp, _duckdb_name(plain), quoted=True))  # DuckDB's column name
+            node.replace(exp.alias_(dp, duckdb_name(plain), quoted=True))  # DuckDB's column name
         else:
             node.replace(dp)
         seen.notes.append(f"BigQuery aggregate {before} → {d.to_sql(dp)}")
@@ -302,7 +276,7 @@ def _dp(plain: exp.Expression, bounds: d.ContributionBounds | None, seen: _Seen)
         seen.per_group = seen.per_group or (bounds is not None and bounds.text("per") == "group")
         return _SIMPLE[type(plain)](this=plain.this.copy(), **pair)
     if isinstance(plain, exp.PercentileCont) and not extra and not isinstance(plain.parent, exp.WithinGroup):
-        p = _quantile(plain.args.get("expression"))
+        p = literal_quantile(plain.args.get("expression"))
         if p is None:
             raise PrivacyError(f"{_written(bounds or plain)}: the percentile must be a number in [0, 1]")
         return d.DPQuantile(this=plain.this.copy(), quantile=exp.Literal.number(p), **pair)
@@ -313,7 +287,7 @@ def _dp(plain: exp.Expression, bounds: d.ContributionBounds | None, seen: _Seen)
 def _count_bound(bounds: d.ContributionBounds) -> int:
     """The upper bound of COUNT's contribution bounds: whole numbers, lower 0 or 1, upper >= 1."""
     key = "contribution_bounds_per_group"
-    low, high = _number(key, bounds.args["lower"]), _number(key, bounds.args["upper"])
+    low, high = number_value(key, bounds.args["lower"]), number_value(key, bounds.args["upper"])
     if low not in (0, 1) or high != int(high) or not 1 <= high <= MAX_UNIT_BOUND:
         raise OptionError(f"COUNT's {key} => ({low:g}, {high:g}): a unit's count in a group is a whole number; "
                           f"give a lower bound of 0 or 1 and a whole upper bound from 1 to {MAX_UNIT_BOUND}")

@@ -408,10 +408,44 @@ def parse(sql: str) -> DPQuery:
     if explain:
         stmt.set("explain", True)
     if stmt.find(DifferentialPrivacyClause, ContributionBounds) is not None:
-        from dpsql.sql.bigquery import check_form
-
         check_form(stmt)
     return stmt
+
+
+def own_scope(node: exp.Expression, select: exp.Select) -> bool:
+    """Whether ``node`` belongs to ``select`` itself (not to a subquery or CTE inside it)."""
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, (exp.Select, exp.Subquery, exp.CTE, exp.SetOperation)):
+            return False
+        parent = parent.parent
+    return parent is select
+
+
+def check_form(stmt: DPQuery) -> None:
+    """Refuse (ParseError) a DP clause that is not the main SELECT's, a DP clause with a trailing
+    ``WITH (...)`` too, and contribution bounds outside the main SELECT of a DP clause.
+
+    >>> check_form(parse("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t"))
+    >>> parse("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t WITH (epsilon = 1)")
+    Traceback (most recent call last):
+    ...
+    dpsql.errors.ParseError: give the options in WITH DIFFERENTIAL_PRIVACY OPTIONS (...) or in a trailing WITH (...), not in both
+    """
+    select = stmt.this
+    clause = select.args.get("hint") if isinstance(select, exp.Select) else None
+    ours = clause if isinstance(clause, DifferentialPrivacyClause) else None
+    if any(node is not ours for node in stmt.find_all(DifferentialPrivacyClause)):
+        raise ParseError("WITH DIFFERENTIAL_PRIVACY belongs right after the statement's main SELECT, "
+                         "not in a subquery, a CTE or a set operation")
+    if ours is not None and stmt.args.get("options") is not None:
+        raise ParseError("give the options in WITH DIFFERENTIAL_PRIVACY OPTIONS (...) or in a trailing "
+                         "WITH (...), not in both")
+    for node in stmt.find_all(ContributionBounds):
+        if ours is None or not own_scope(node, select):
+            raise ParseError(f"{to_sql(node)}: contribution bounds belong to the aggregates of a SELECT WITH "
+                             "DIFFERENTIAL_PRIVACY; in the dpsql form the bounds are the DP aggregate's: "
+                             "DP_SUM(x, bounds => (0, 100))")
 
 
 def to_sql(node: exp.Expression) -> str:

@@ -57,7 +57,7 @@ class Options:
     given: frozenset[str] = field(default_factory=frozenset)
 
 
-def _number(key: str, node: exp.Expression) -> float:
+def number_value(key: str, node: exp.Expression) -> float:
     sign = 1.0
     while isinstance(node, (exp.Neg, exp.Paren)):
         if isinstance(node, exp.Neg):
@@ -120,9 +120,9 @@ def _literal(key: str, node: exp.Expression) -> t.Any:
     if isinstance(node, exp.Literal):
         if node.is_string:
             return node.this
-        return _number(key, node)
+        return number_value(key, node)
     if isinstance(node, exp.Neg):
-        return _number(key, node)
+        return number_value(key, node)
     if isinstance(node, exp.Boolean):
         return node.this
     if isinstance(node, exp.Null):
@@ -157,9 +157,9 @@ def _finite(key: str, value: float) -> float:
     return value
 
 
-def _integer(key: str, node: exp.Expression, least: int, most: int) -> int:
+def integer_value(key: str, node: exp.Expression, least: int, most: int) -> int:
     """A whole-number option in [least, most]."""
-    x = _finite(key, _number(key, node))
+    x = _finite(key, number_value(key, node))
     if x != int(x) or x < least:
         raise OptionError(f"option '{key}' must be an integer >= {least}, got {x:g}")
     if x > most:
@@ -192,18 +192,18 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = _string(key, node, SMOOTH_NOISE)
         elif key in _RANGES:
             in_range, allowed = _RANGES[key]
-            x = _finite(key, _number(key, node))
+            x = _finite(key, number_value(key, node))
             if not in_range(x):
                 raise OptionError(f"option '{key}' must be {allowed}, got {x:g}")
             values[key] = x
         elif key == "chunks":
-            values[key] = _integer(key, node, 2, MAX_CHUNKS)
+            values[key] = integer_value(key, node, 2, MAX_CHUNKS)
         elif key == "keys":
             values[key] = _keys(node)
         elif key in UNIT_BOUNDS:
-            values[key] = _integer(key, node, 1, MAX_UNIT_BOUND)
+            values[key] = integer_value(key, node, 1, MAX_UNIT_BOUND)
         elif key in ("max_rows", "max_join_rows"):
-            values[key] = _integer(key, node, 1, MAX_FACTOR)
+            values[key] = integer_value(key, node, 1, MAX_FACTOR)
         elif key.endswith("_truncation"):
             word = node.this if isinstance(node, exp.Literal) and node.is_string else None
             if word is None:

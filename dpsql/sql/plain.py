@@ -102,7 +102,7 @@ _SIMPLE: dict[type[exp.Expression], type[d.DPAggregate]] = {
 }
 
 
-def _quantile(node: exp.Expression | None) -> float | None:
+def literal_quantile(node: exp.Expression | None) -> float | None:
     """A quantile written as a number literal in [0, 1], or None."""
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
@@ -129,11 +129,11 @@ def _convert(node: exp.Expression) -> d.DPAggregate | None:
     if isinstance(node, exp.Anonymous) and node.name.lower() == "mean" and len(node.expressions) == 1:
         return d.DPMean(this=node.expressions[0].copy())
     if isinstance(node, exp.PercentileCont) and node.this is not None:
-        p = _quantile(node.expression)
+        p = literal_quantile(node.expression)
         if p is not None and not isinstance(node.parent, exp.WithinGroup):
             return d.DPQuantile(this=node.this.copy(), quantile=exp.Literal.number(p))
     if isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.PercentileCont):
-        p = _quantile(node.this.this)
+        p = literal_quantile(node.this.this)
         order = node.expression
         items = order.expressions if isinstance(order, exp.Order) else []
         if p is not None and len(items) == 1 and isinstance(items[0], exp.Ordered):
@@ -143,17 +143,7 @@ def _convert(node: exp.Expression) -> d.DPAggregate | None:
     return None
 
 
-def _own_scope(node: exp.Expression, select: exp.Select) -> bool:
-    """Whether ``node`` belongs to ``select`` itself (not to a subquery or CTE inside it)."""
-    parent = node.parent
-    while parent is not None and parent is not select:
-        if isinstance(parent, (exp.Select, exp.Subquery, exp.CTE, exp.SetOperation)):
-            return False
-        parent = parent.parent
-    return parent is select
-
-
-def _duckdb_name(node: exp.Expression) -> str:
+def duckdb_name(node: exp.Expression) -> str:
     """The column name DuckDB gives an unaliased aggregate (``count_star()`` for ``COUNT(*)``)."""
     if isinstance(node, exp.Count) and (node.this is None or isinstance(node.this, exp.Star)):
         return "count_star()"
@@ -164,7 +154,7 @@ def _map_aggregates(select: exp.Select) -> list[str]:
     notes: list[str] = []
     targets = (exp.Count, exp.Anonymous, exp.PercentileCont, exp.WithinGroup, *_SIMPLE)
     for node in list(select.find_all(*targets)):
-        if node.parent is None or not _own_scope(node, select):
+        if node.parent is None or not d.own_scope(node, select):
             continue
         if isinstance(node, exp.PercentileCont) and isinstance(node.parent, exp.WithinGroup):
             continue
@@ -172,7 +162,7 @@ def _map_aggregates(select: exp.Select) -> list[str]:
         if dp is None:
             continue
         before = node.sql(dialect="duckdb")
-        name = _duckdb_name(node)
+        name = duckdb_name(node)
         if node.parent is select and node.arg_key == "expressions":
             node.replace(exp.alias_(dp, name, quoted=True))  # keep DuckDB's column name
         else:
