@@ -1,10 +1,10 @@
 """dpsql as a DB-API 2.0 (PEP 249) driver, over :func:`dpsql.connect` and :class:`dpsql.Connection`.
 
     >>> from dpsql import dbapi
-    >>> con = dbapi.connect("people.duckdb", policy="policy.toml")
-    >>> cur = con.cursor()
-    >>> cur.execute("SELECT DP_MEAN(age) FROM people WHERE sex = ? WITH (epsilon = 0.5)", ["F"])
-    >>> cur.fetchall()
+    >>> con = dbapi.connect("people.duckdb", policy="policy.toml")  # doctest: +SKIP
+    >>> cur = con.cursor()  # doctest: +SKIP
+    >>> cur.execute("SELECT DP_MEAN(age) FROM people WHERE sex = ? WITH (epsilon = 0.5)", ["F"])  # doctest: +SKIP
+    >>> cur.fetchall()  # doctest: +SKIP
 
 Every statement goes through :meth:`dpsql.Connection.sql`: the same gate, the same budget, the
 same noise. Parameters are bound by :mod:`dpsql.params` (literal nodes in the parsed statement).
