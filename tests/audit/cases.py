@@ -657,8 +657,9 @@ def _self_join_pair() -> Pair:
 
 # A LEFT join: a left row whose matches all go keeps one row of NULLs, so a right row that
 # leaves (or joins) the truncated side alters two joined rows per left row, not one, even under
-# drop_non_unique (S = 1). Left drop_excess(4), right drop_non_unique: T_l·2·R_r + T_r·S_l·R_l =
-# 4·2·1 + 1·2·1 = 10. x' adds a second row of u under key 1 (its 4 joined rows lose their match:
+# drop_non_unique (S = 1), so dpsql.privacy.joins counts S_r = 2 in a LEFT join (this case caught
+# the bound that used 1: 6 rows claimed, 10 moved). Left drop_excess(4), right drop_non_unique:
+# T_l·2·R_r + T_r·S_l·R_l = 4·2·1 + 1·2·1 = 10. x' adds a second row of u under key 1 (its 4 joined rows lose their match:
 # x + y = 100 becomes x − 100 = −100) and a row of t under key 2 that pushes out one of its 4
 # kept rows (x + y = 100 becomes −100): the sum moves by 10·100.
 LEFT_JOIN = ("SELECT DP_SUM(t.x + COALESCE(u.y, -100), -100, 100) FROM t {} JOIN u ON t.k = u.k "
@@ -682,9 +683,7 @@ def _left_join(join: str = "LEFT") -> t.Callable[[], Pair]:
 
 CASES.append(AuditCase(
     "laplace sum over a private LEFT join, drop_excess(4) and drop_non_unique, a row added on each side (10 rows)",
-    _left_join(), mechanism="laplace",
-    known_issue="a LEFT join of private tables counts the right side's stability as drop_non_unique's 1, "
-                "but a right row that leaves turns each matching left row into a row of NULLs: 2"))
+    _left_join(), mechanism="laplace"))
 CONTROLS.append(AuditCase(
     "laplace sum over a private LEFT join, noise for the inner join's rows (6, not 10)",
     _left_join("INNER"), mechanism="laplace", expect="violation"))
