@@ -546,6 +546,9 @@ CONTROLS += [
 # underestimated, and the control (the noise of a plausible mistake: a bound that forgets the
 # groups, a side of the join, or the join itself) shows the pair is tight enough to catch it.
 PXG = "pid INTEGER, x DOUBLE, g VARCHAR"
+# The controls below are caught with a wide margin at quick mode's 8,000 trials; the thorough run
+# gives them 30,000 (the cases keep the full count, whose power is what the cases need).
+CONTROL_TRIALS = 30_000
 GR_KEYS = list("abcdefghi")
 # g = 9 groups × r = 2 rows: L1 multiplier r·g = 18, L2 multiplier r·√g = 6. The unit adds r rows
 # to each of the g groups; the sum of the g released counts moves by r·g while its noise has
@@ -577,9 +580,11 @@ CASES += [
 ]
 CONTROLS += [
     AuditCase("gaussian grouped count, g × r unit, noise for one group's r rows (L2 r, not r·√g)",
-              _gr_pair, mechanism="gaussian", expect="violation", noise=lambda n: ScaledNoise(n, 3)),
+              _gr_pair, mechanism="gaussian", expect="violation", noise=lambda n: ScaledNoise(n, 3),
+              thorough_trials=CONTROL_TRIALS),
     AuditCase("laplace grouped count of distinct units, noise for the ungrouped Δ = 1, not k = 2",
-              _distinct_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2)),
+              _distinct_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
 ]
 
 
@@ -686,7 +691,7 @@ CASES.append(AuditCase(
     _left_join(), mechanism="laplace"))
 CONTROLS.append(AuditCase(
     "laplace sum over a private LEFT join, noise for the inner join's rows (6, not 10)",
-    _left_join("INNER"), mechanism="laplace", expect="violation"))
+    _left_join("INNER"), mechanism="laplace", expect="violation", thorough_trials=CONTROL_TRIALS))
 
 CASES += [
     AuditCase("laplace count over a private join, drop_non_unique, a row added on each side (2 rows)",
@@ -698,11 +703,14 @@ CASES += [
 ]
 CONTROLS += [
     AuditCase("laplace count over a private join, drop_non_unique, noise for a change on one side (1 row)",
-              _non_unique_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2)),
+              _non_unique_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
     AuditCase("laplace sum over a private join, drop_excess(1), noise for stability 1 (2 rows, not 4)",
-              _excess_both_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2)),
+              _excess_both_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
     AuditCase("laplace sum over a self join, drop_non_unique, noise for a change on one side (1 row)",
-              _self_join_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2)),
+              _self_join_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
 ]
 
 
@@ -733,7 +741,7 @@ CASES.append(AuditCase("laplace sum over a join of two tables of one id unit, a 
                        _id_join(), mechanism="laplace"))
 CONTROLS.append(AuditCase("laplace sum over a join of two tables of one id unit, noise for k = 2, the SQL keeps 9",
                           _id_join(ID_JOIN.format(", max_rows_per_unit = 9")), mechanism="laplace",
-                          expect="violation"))
+                          expect="violation", thorough_trials=CONTROL_TRIALS))
 
 
 # τ-selected keys with an id unit: a unit reaching g = 3 groups (2 rows in each) that x' does not
@@ -762,4 +770,5 @@ def _tau_units(claimed_groups: int) -> t.Callable[[], Pair]:
 CASES.append(AuditCase("τ-thresholded keys, id unit: a unit in g = 3 groups absent from x', τ − 1 just below an integer",
                        _tau_units(3), mechanism="laplace"))
 CONTROLS.append(AuditCase("τ-thresholded keys, id unit: selection for g = 1, the SQL keeps the unit's 3 groups",
-                          _tau_units(1), mechanism="laplace", expect="violation"))
+                          _tau_units(1), mechanism="laplace", expect="violation",
+                          thorough_trials=CONTROL_TRIALS))
