@@ -20,7 +20,11 @@ the FROM clause:
   ``T_left·S_right·R_right + T_right·S_left·R_left`` rows (seed 004, "Private joins"). One
   protected change may touch both sides (a person in both tables), hence the sum: a change of
   R_left truncated rows of the left side (at most S_left·R_left rows after truncation) meets
-  at most T_right rows each, and symmetrically.
+  at most T_right rows each, and symmetrically. In a ``LEFT JOIN`` a left row whose matches
+  all leave keeps one row of NULLs instead (and one that gains its first match loses it): a
+  change of the right side alters up to two joined rows per left row, so the right side counts
+  with stability 2 whatever its strategy (drop_non_unique's 1 undercounts: one more right row
+  under a unique key turns its T_left joined rows into T_left rows of NULLs, 2·T_left changes).
 
 For a table whose privacy unit is an id column (AddRowsWithID), joins and flat maps do not
 change the protected change: every joined row carries the unit of its private row, and the
@@ -80,8 +84,15 @@ def parse_truncation(text: str, where: str) -> Truncation:
     raise OptionError(f"{where} must be 'drop_excess(k)' or 'drop_non_unique', got '{text}'")
 
 
-def private_join_rows(left: Truncation, right: Truncation, rows_left: int, rows_right: int) -> int:
+def right_stability(right: Truncation, left_join: bool = False) -> int:
+    """S_right in the join's bound: the strategy's stability, and at least 2 in a LEFT JOIN."""
+    return max(right.stability, 2) if left_join else right.stability
+
+
+def private_join_rows(left: Truncation, right: Truncation, rows_left: int, rows_right: int,
+                      left_join: bool = False) -> int:
     """Rows of a private join's output that one protected change alters:
-    ``T_left·S_right·R_right + T_right·S_left·R_left`` (seed 004)."""
-    return (left.threshold * right.stability * rows_right
+    ``T_left·S_right·R_right + T_right·S_left·R_left`` (seed 004), with S_right from
+    :func:`right_stability`."""
+    return (left.threshold * right_stability(right, left_join) * rows_right
             + right.threshold * left.stability * rows_left)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from dpsql.errors import BindError, OptionError, PrivacyError
-from dpsql.privacy.joins import Truncation, private_join_rows
+from dpsql.privacy.joins import Truncation, private_join_rows, right_stability
 from dpsql.privacy.policy import TablePolicy
 from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.allow import check_rowwise
@@ -334,12 +334,14 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
         out.where = []
         rsrc = f"SELECT * FROM {table} AS {BASE}{where} QUALIFY {_keep(rt, keys)}"
         out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN ({rsrc}) AS {name} ON {on}")
-        out.rows = private_join_rows(lt, rt, rel.rows, right.rows)
+        out.rows = private_join_rows(lt, rt, rel.rows, right.rows, left_join=side == "LEFT")
+        rs = right_stability(rt, left_join=side == "LEFT")
         out.steps.append(
             f"{'left ' if side == 'LEFT' else ''}join of private tables {left.name} ({lt}: T={lt.threshold}, "
-            f"S={lt.stability}) and {tp.name} ({rt}: T={rt.threshold}, S={rt.stability}) on {key_text}, both "
+            f"S={lt.stability}) and {tp.name} ({rt}: T={rt.threshold}, S={rs}"
+            f"{' in a LEFT join' if rs != rt.stability else ''}) on {key_text}, both "
             f"truncated in the rewritten SQL: rows per change T_l·S_r·R_r + T_r·S_l·R_l = {lt.threshold}·"
-            f"{rt.stability}·{right.rows} + {rt.threshold}·{lt.stability}·{rel.rows} = {out.rows}")
+            f"{rs}·{right.rows} + {rt.threshold}·{lt.stability}·{rel.rows} = {out.rows}")
     out.hashed = (*rel.hashed, name)
     out.scopes = dict(rel.scopes or {})
     out.columns = dict(rel.columns)

@@ -24,9 +24,21 @@ import math
 import re
 import typing as t
 
+import duckdb
+
 from dpsql.admin import bruteforce
 
-from .harness import ArrayNoise, AuditCase, Pair, ScaledNoise, query_pair, value_of_key, values_of_keys
+from .harness import (
+    ArrayNoise,
+    AuditCase,
+    Pair,
+    ScaledNoise,
+    query_pair,
+    released_of_keys,
+    sum_of_keys,
+    value_of_key,
+    values_of_keys,
+)
 
 XG = "x DOUBLE, g VARCHAR"
 
@@ -526,3 +538,237 @@ CONTROLS += [
               _q("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)", rows(1, 2), rows(1, 2, 3), policy()),
               mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(ArrayNoise(n), 3)),
 ]
+
+
+# --- contribution bounds across groups, distinct units, private joins, id units through joins,
+# --- and key selection with id units ---------------------------------------------------------
+# Each pair realises the claimed sensitivity exactly: the case passes only if nothing is
+# underestimated, and the control (the noise of a plausible mistake: a bound that forgets the
+# groups, a side of the join, or the join itself) shows the pair is tight enough to catch it.
+PXG = "pid INTEGER, x DOUBLE, g VARCHAR"
+# The controls below are caught with a wide margin at quick mode's 8,000 trials; the thorough run
+# gives them 30,000 (the cases keep the full count, whose power is what the cases need).
+CONTROL_TRIALS = 30_000
+GR_KEYS = list("abcdefghi")
+# g = 9 groups × r = 2 rows: L1 multiplier r·g = 18, L2 multiplier r·√g = 6. The unit adds r rows
+# to each of the g groups; the sum of the g released counts moves by r·g while its noise has
+# standard deviation √g·σ, a shift of r·√g/σ = Δ₂/σ: the Gaussian mechanism's whole privacy loss.
+GR_GAUSS = ("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (mechanism = 'gaussian', epsilon = 1, delta = 1e-4, "
+            "max_groups_per_unit = 9, max_rows_per_group_per_unit = 2)")
+GR_X = [(1, 0.0, "a"), (2, 0.0, "c")]
+GR_Y = GR_X + [(9, 0.0, key) for key in GR_KEYS for _ in range(2)]
+# COUNT(DISTINCT unit) by group keeps COUNT's k (= 2): a unit's k rows in k groups add 1 to each.
+DISTINCT_UNITS = "SELECT g, DP_COUNT(DISTINCT pid) FROM t GROUP BY g WITH (epsilon = 1)"
+DU_X = [(1, 0.0, "a"), (1, 0.0, "a"), (2, 0.0, "b")]
+DU_Y = DU_X + [(9, 0.0, "a"), (9, 0.0, "b")]
+
+
+def _gr_pair() -> Pair:
+    return query_pair(GR_GAUSS, GR_X, GR_Y, unit_policy(2, keys=GR_KEYS), schema=PXG, pick=sum_of_keys(GR_KEYS))
+
+
+def _distinct_pair() -> Pair:
+    return query_pair(DISTINCT_UNITS, DU_X, DU_Y, unit_policy(2, keys=["a", "b"]), schema=PXG,
+                      pick=values_of_keys(["a", "b"]))
+
+
+CASES += [
+    AuditCase("gaussian grouped count, a unit of r = 2 rows in each of g = 9 groups (L2 r·√g), summed",
+              _gr_pair, mechanism="gaussian"),
+    AuditCase("laplace grouped count of distinct units, a unit of k = 2 rows in two groups",
+              _distinct_pair, mechanism="laplace"),
+]
+CONTROLS += [
+    AuditCase("gaussian grouped count, g × r unit, noise for one group's r rows (L2 r, not r·√g)",
+              _gr_pair, mechanism="gaussian", expect="violation", noise=lambda n: ScaledNoise(n, 3),
+              thorough_trials=CONTROL_TRIALS),
+    AuditCase("laplace grouped count of distinct units, noise for the ungrouped Δ = 1, not k = 2",
+              _distinct_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
+]
+
+
+# Private joins of two row-unit tables: rows per change T_l·S_r·R_r + T_r·S_l·R_l. A protected
+# change may have rows on both sides, and only then is the sum reached: x' adds one row to t and
+# one to u, each under another key, each taking the most the strategy lets it.
+def pjoin_policy() -> dict:
+    pol = join_policy()
+    pol["tables"]["t"]["columns"] = {"x": {"lower": -100.0, "upper": 100.0}}
+    return pol
+
+
+TN = "x DOUBLE, k INTEGER, n INTEGER"
+UN = "y DOUBLE, k INTEGER, n INTEGER"
+NO_D = {"d": ("k INTEGER", [])}
+
+
+def _hash_order(schema: str, low: tuple, high: t.Callable[[int], tuple]) -> tuple:
+    """``high(n)`` for the first tag n whose row hashes above ``low`` (DuckDB's HASH of the whole
+    row, the order truncation keeps rows in): ``low`` is then kept before it."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"CREATE TABLE h ({schema})")
+        for n in range(1000):
+            con.execute("DELETE FROM h")
+            marks = ", ".join("?" * len(low))
+            con.executemany(f"INSERT INTO h VALUES ({marks})", [list(low), list(high(n))])
+            h = dict(con.execute("SELECT n, HASH(__t) FROM h AS __t").fetchall())
+            if h[high(n)[-1]] > h[low[-1]]:
+                return high(n)
+    finally:
+        con.close()
+    raise AssertionError("no tag orders the hashes")
+
+
+# drop_non_unique on both sides (T = S = 1): 1·1·1 + 1·1·1 = 2. A second row under key 1 in t and
+# under key 2 in u makes both keys non-unique: both joined rows go.
+NON_UNIQUE = "SELECT DP_COUNT(*) FROM t JOIN u ON t.k = u.k WITH (epsilon = 1, join_truncation = 'drop_non_unique')"
+NU_T, NU_U = [(0.0, 1, 0), (0.0, 2, 0)], [(0.0, 1, 0), (0.0, 2, 0)]
+
+
+def _non_unique_pair() -> Pair:
+    return query_pair(NON_UNIQUE, NU_T, NU_T + [(0.0, 1, 1)], pjoin_policy(), schema=TN,
+                      extra={**NO_D, "u": (UN, NU_U)}, extra_prime={"u": (UN, NU_U + [(0.0, 2, 1)])})
+
+
+# drop_excess(1) on both sides (T = 1, S = 2): 1·2·1 + 1·2·1 = 4. Under key 1 the new row of t
+# (x = 100) pushes out the kept one (x = −100); under key 2 the new row of u does the same.
+# Each pair's value x + y goes from −100 to 100: the sum moves by 4·100.
+EXCESS_BOTH = ("SELECT DP_SUM(t.x + u.y, -100, 100) FROM t JOIN u ON t.k = u.k "
+               "WITH (epsilon = 1, join_truncation = 'drop_excess(1)')")
+
+
+def _excess_both_pair() -> Pair:
+    new_t, new_u = (100.0, 1, 0), (100.0, 2, 0)
+    old_t = _hash_order(TN, new_t, lambda n: (-100.0, 1, n + 1))
+    old_u = _hash_order(UN, new_u, lambda n: (-100.0, 2, n + 1))
+    ts, us = [old_t, (0.0, 2, 0)], [(0.0, 1, 0), old_u]
+    return query_pair(EXCESS_BOTH, ts, ts + [new_t], pjoin_policy(), schema=TN,
+                      extra={**NO_D, "u": (UN, us)}, extra_prime={"u": (UN, us + [new_u])})
+
+
+# A self join: one row of t is on both sides. drop_non_unique: 1·1·1 + 1·1·1 = 2. The new row
+# (k = 1, j = 2) makes left key 1 and right key 2 non-unique: the joined rows (a, b) and (c, d),
+# each with a.x = c.x = 100, go.
+SELF_JOIN = ("SELECT DP_SUM(a.x) FROM t AS a JOIN t AS b ON a.k = b.j "
+             "WITH (epsilon = 1, join_truncation = 'drop_non_unique')")
+SELF_X = [(100.0, 1, 10), (0.0, 11, 1), (100.0, 2, 12), (0.0, 13, 2)]
+
+
+def _self_join_pair() -> Pair:
+    return query_pair(SELF_JOIN, SELF_X, SELF_X + [(0.0, 1, 2)], policy(), schema="x DOUBLE, k INTEGER, j INTEGER",
+                      extra=NO_D)
+
+
+# A LEFT join: a left row whose matches all go keeps one row of NULLs, so a right row that
+# leaves (or joins) the truncated side alters two joined rows per left row, not one, even under
+# drop_non_unique (S = 1), so dpsql.privacy.joins counts S_r = 2 in a LEFT join (this case caught
+# the bound that used 1: 6 rows claimed, 10 moved). Left drop_excess(4), right drop_non_unique:
+# T_l·2·R_r + T_r·S_l·R_l = 4·2·1 + 1·2·1 = 10. x' adds a second row of u under key 1 (its 4 joined rows lose their match:
+# x + y = 100 becomes x − 100 = −100) and a row of t under key 2 that pushes out one of its 4
+# kept rows (x + y = 100 becomes −100): the sum moves by 10·100.
+LEFT_JOIN = ("SELECT DP_SUM(t.x + COALESCE(u.y, -100), -100, 100) FROM t {} JOIN u ON t.k = u.k "
+             "WITH (epsilon = 1, left_truncation = 'drop_excess(4)', right_truncation = 'drop_non_unique')")
+
+
+def _left_join(join: str = "LEFT") -> t.Callable[[], Pair]:
+    def build() -> Pair:
+        new_t = (-100.0, 2, 0)
+        kept = [_hash_order(TN, new_t, lambda n: (100.0, 2, n + 1))]
+        while len(kept) < 4:  # three more rows under key 2; one of the four hashes above the new row
+            kept.append((100.0, 2, kept[-1][2] + 1))
+        ts = [(0.0, 1, i) for i in range(4)] + kept
+        us = [(100.0, 1, 0), (0.0, 2, 0)]
+        return query_pair(LEFT_JOIN.format(join), ts, ts + [new_t], pjoin_policy(), schema=TN,
+                          extra={**NO_D, "u": (UN, us)}, extra_prime={"u": (UN, us + [(100.0, 1, 1)])},
+                          statistics_query=LEFT_JOIN.format("LEFT"))
+
+    return build
+
+
+CASES.append(AuditCase(
+    "laplace sum over a private LEFT join, drop_excess(4) and drop_non_unique, a row added on each side (10 rows)",
+    _left_join(), mechanism="laplace"))
+CONTROLS.append(AuditCase(
+    "laplace sum over a private LEFT join, noise for the inner join's rows (6, not 10)",
+    _left_join("INNER"), mechanism="laplace", expect="violation", thorough_trials=CONTROL_TRIALS))
+
+CASES += [
+    AuditCase("laplace count over a private join, drop_non_unique, a row added on each side (2 rows)",
+              _non_unique_pair, mechanism="laplace"),
+    AuditCase("laplace sum over a private join, drop_excess(1), a row added on each side pushes one out (4 rows)",
+              _excess_both_pair, mechanism="laplace"),
+    AuditCase("laplace sum over a self join, drop_non_unique, one row on both sides (2 rows)",
+              _self_join_pair, mechanism="laplace"),
+]
+CONTROLS += [
+    AuditCase("laplace count over a private join, drop_non_unique, noise for a change on one side (1 row)",
+              _non_unique_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
+    AuditCase("laplace sum over a private join, drop_excess(1), noise for stability 1 (2 rows, not 4)",
+              _excess_both_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
+    AuditCase("laplace sum over a self join, drop_non_unique, noise for a change on one side (1 row)",
+              _self_join_pair, mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(n, 2),
+              thorough_trials=CONTROL_TRIALS),
+]
+
+
+# An id unit through a join: tables t and u share the unit (unit_name), the join equates it, and
+# the rewrite truncates each unit's rows after the join. x' adds a unit with 3 rows in each
+# table: 9 joined rows, of which k = 2 (at U) are kept. The control computes the statistics with
+# max_rows_per_unit = 9 (all of them) while the noise is for k = 2.
+def id_join_policy() -> dict:
+    pol = unit_policy(2)
+    pol["tables"]["t"]["unit_name"] = "person"
+    pol["tables"]["u"] = {"privacy_unit": "pid", "max_rows_per_unit": 2, "unit_name": "person"}
+    return pol
+
+
+ID_JOIN = "SELECT DP_SUM(t.x) FROM t JOIN u ON t.pid = u.pid WITH (epsilon = 1{})"
+ID_U = "pid INTEGER, w INTEGER"
+ID_X, ID_XU = [(1, 50.0)], [(1, 0)]
+ID_Y, ID_YU = ID_X + [(9, 100.0)] * 3, ID_XU + [(9, 1), (9, 2), (9, 3)]
+
+
+def _id_join(statistics_query: str | None = None) -> t.Callable[[], Pair]:
+    return lambda: query_pair(ID_JOIN.format(""), ID_X, ID_Y, id_join_policy(), schema=PX,
+                              extra={"u": (ID_U, ID_XU)}, extra_prime={"u": (ID_U, ID_YU)},
+                              statistics_query=statistics_query)
+
+
+CASES.append(AuditCase("laplace sum over a join of two tables of one id unit, a unit of 3 × 3 joined rows (k = 2)",
+                       _id_join(), mechanism="laplace"))
+CONTROLS.append(AuditCase("laplace sum over a join of two tables of one id unit, noise for k = 2, the SQL keeps 9",
+                          _id_join(ID_JOIN.format(", max_rows_per_unit = 9")), mechanism="laplace",
+                          expect="violation", thorough_trials=CONTROL_TRIALS))
+
+
+# τ-selected keys with an id unit: a unit reaching g = 3 groups (2 rows in each) that x' does not
+# have. Each key counts units, so each of the three counts is 1, and each key is released with
+# probability at most δ/g. δ is chosen, as in the integer-threshold case above, so that τ − 1
+# sits just below an integer, where the discrete tail is widest: the three keys together are
+# released with probability just below δ (≈ 0.03). The control selects keys for g = 1 (noise and
+# τ for a unit in one group) while the SQL keeps the unit's three groups: about 3δ.
+def _tau_units_delta(epsilon: float = 1.0, groups: int = 3, s: int = 24) -> float:
+    b = groups / (epsilon / 2)  # key selection spends half of ε; Δ = g under add_remove
+    q = math.exp(-1.0 / b)
+    return groups * q**s / (1 + q) * (1 + 1e-7)
+
+
+TAU_UNITS = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, delta = {!r}, max_groups_per_unit = {})"
+TAU_UNIT_ROWS = [(9, 0.0, key) for key in ("p", "q", "r") for _ in range(2)]
+
+
+def _tau_units(claimed_groups: int) -> t.Callable[[], Pair]:
+    delta = _tau_units_delta()
+    return lambda: query_pair(TAU_UNITS.format(delta, claimed_groups), TAU_UNIT_ROWS, [], unit_policy(2),
+                              schema=PXG, pick=released_of_keys(["p", "q", "r"]),
+                              statistics_query=TAU_UNITS.format(delta, 3))
+
+
+CASES.append(AuditCase("τ-thresholded keys, id unit: a unit in g = 3 groups absent from x', τ − 1 just below an integer",
+                       _tau_units(3), mechanism="laplace"))
+CONTROLS.append(AuditCase("τ-thresholded keys, id unit: selection for g = 1, the SQL keeps the unit's 3 groups",
+                          _tau_units(1), mechanism="laplace", expect="violation",
+                          thorough_trials=CONTROL_TRIALS))

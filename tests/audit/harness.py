@@ -260,6 +260,32 @@ def values_of_keys(keys: t.Sequence[t.Any], column: int = 0) -> t.Callable[[Rele
     return pick
 
 
+def sum_of_keys(keys: t.Sequence[t.Any], column: int = 0) -> t.Callable[[Released], Output]:
+    """The sum of the ``column``-th DP aggregate over the groups ``keys`` (all must be released):
+    the direction along which a change of every group at once (a unit in g groups) shows its
+    whole L2 privacy loss, which no event on one or two groups would."""
+    one = values_of_keys(keys, column)
+
+    def pick(out: Released) -> Output:
+        values = one(out)
+        assert isinstance(values, tuple)
+        return float(sum(values))
+
+    return pick
+
+
+def released_of_keys(keys: t.Sequence[t.Any]) -> t.Callable[[Released], Output]:
+    """How many of the group ``keys`` were released; ``None`` (⊥) if none was."""
+    wanted = set(keys)
+
+    def pick(out: Released) -> Output:
+        nkeys = sum(1 for c in out.columns if c.startswith("__k"))
+        n = sum(1 for row in out.rows if nkeys and row[0] in wanted)
+        return n or None
+
+    return pick
+
+
 def query_pair(
     sql: str,
     x: t.Sequence[tuple],
@@ -271,6 +297,7 @@ def query_pair(
     statistics_policy: dict | None = None,
     extra: dict[str, tuple[str, t.Sequence[tuple]]] | None = None,
     statistics_query: str | None = None,
+    extra_prime: dict[str, tuple[str, t.Sequence[tuple]]] | None = None,
 ) -> Pair:
     """Audit pair for a dpsql query on table ``t`` holding rows ``x`` versus rows ``y``.
 
@@ -288,13 +315,15 @@ def query_pair(
 
     ``extra``: other tables, ``{name: (schema, rows)}``, the same on both sides (a public table
     to join, or the other private table of a join whose neighbours differ in ``t``).
+    ``extra_prime``: the same tables as x' holds them, where they differ from ``extra`` (one
+    protected change with rows in both tables of a private join).
     """
     pol = load_policy(policy)
     engines = []
-    for rows in (x, y):
+    for rows, tables in ((x, extra or {}), (y, {**(extra or {}), **(extra_prime or {})})):
         con = duckdb.connect(":memory:")
         _load(con, schema, rows)
-        for name, (extra_schema, extra_rows) in (extra or {}).items():
+        for name, (extra_schema, extra_rows) in tables.items():
             _load(con, extra_schema, extra_rows, name)
         engines.append(DuckDBEngine(con))
     # The same pipeline as dpsql.Connection: prepared once against x's catalog (x and y share
@@ -569,6 +598,6 @@ def detectable_epsilon(
 __all__ = [
     "ALPHA", "AuditCase", "AuditResult", "Event", "EventTest", "FastNoise", "Pair", "QUICK",
     "ScaledNoise", "THOROUGH", "audit", "candidate_events", "cp_lower", "cp_upper",
-    "detectable_epsilon", "first_value", "query_pair", "sample", "select_events", "value_of_key",
-    "values_of_keys",
+    "detectable_epsilon", "first_value", "query_pair", "released_of_keys", "sample", "select_events",
+    "sum_of_keys", "value_of_key", "values_of_keys",
 ]
