@@ -165,20 +165,21 @@ class Connection:
 
     # -- pipeline -----------------------------------------------------------------------------
 
-    def prepare(self, query: str) -> PreparedQuery:
+    def prepare(self, query: str, parsed: t.Any = None) -> PreparedQuery:
         """Parse, bind, plan and rewrite ``query``: refusals happen here. Reads no data, spends nothing.
 
         A statement this connection has planned before (the same text) reuses its plan, as a
         prepared statement would: a plan depends on the text, the policy and the tables'
         columns, which a connection reads once. Plans that read public rows while planning (a
         join's key multiplicity) are made again every time. Nothing in a plan depends on private data,
-        and a plan is never changed once made.
+        and a plan is never changed once made. ``parsed``: ``query`` parsed already, used (and
+        changed) only when there is no plan yet.
         """
         hit = self._plans.get(query)
         if hit is not None:
             self._plans.move_to_end(query)
             return hit
-        prepared = prepare(query, self.policy, self.engine)
+        prepared = prepare(query, self.policy, self.engine, parsed)
         if not prepared.bound.joined:
             self._plans[query] = prepared
             if len(self._plans) > PLANS_KEPT:
@@ -222,15 +223,16 @@ class Connection:
         queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
         """
         from dpsql.describe import answer
-        from dpsql.engine.probe import NOTE, answer_probe
+        from dpsql.engine.probe import NOTE, answer_probe, parse_if_probe_like
 
         catalog = answer(self, query)
         if catalog is not None:
             return catalog
-        empty = answer_probe(query, self.policy, self.engine)
+        parsed = parse_if_probe_like(query)  # parsed once: the tree goes on to prepare()
+        empty = answer_probe(query, self.policy, self.engine, parsed) if parsed is not None else None
         if empty is not None:
             return Result(table=empty, notes=[NOTE])
-        prepared = self.prepare(query)
+        prepared = self.prepare(query, parsed)
         if prepared.explain:
             import pyarrow as pa
 

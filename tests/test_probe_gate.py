@@ -201,3 +201,19 @@ def test_cli_header_of_a_probe_and_refusal_of_the_pivot() -> None:
     assert out.returncode != 0
     assert "Adm-clerical" not in out.stdout + out.stderr
     assert "Traceback" not in out.stderr and out.stderr.startswith("Error:")
+
+
+def test_a_query_with_a_where_clause_is_parsed_once(monkeypatch) -> None:
+    from dpsql.sql import dialect
+
+    c = _con()
+    calls = []
+    real = dialect.parse
+    monkeypatch.setattr(dialect, "parse", lambda text, *a, **k: calls.append(text) or real(text, *a, **k))
+    try:
+        c.sql("SELECT DP_COUNT(*) FROM adult WHERE age > 30 WITH (epsilon = 0.1)")
+        assert len(calls) == 1
+        c.sql("SELECT DP_COUNT(*) FROM adult WITH (epsilon = 0.1)")
+        assert len(calls) == 2
+    finally:
+        c.close()

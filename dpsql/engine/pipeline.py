@@ -118,8 +118,9 @@ class PreparedQuery:
         return "\n".join(lines)
 
 
-def prepare(text: str, policy: "Policy", engine: "Backend") -> PreparedQuery:
-    """Parse, bind, plan and rewrite ``text``; raises a dpsql error for anything refused."""
+def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None) -> PreparedQuery:
+    """Parse, bind, plan and rewrite ``text``; raises a dpsql error for anything refused.
+    ``parsed``: ``text`` parsed already (it is changed: pass a tree nothing else will read)."""
     # The pipeline (sqlglot, the mechanisms, numpy) is imported on the first query, so that
     # opening a connection, and the shell's first prompt, stay fast.
     from dpsql.engine.plan import plan
@@ -130,7 +131,8 @@ def prepare(text: str, policy: "Policy", engine: "Backend") -> PreparedQuery:
     from dpsql.sql.plain import apply_defaults
 
     target = engine.target
-    parsed = dialect.parse(text)
+    if parsed is None:
+        parsed = dialect.parse(text)
     rewrites = translate(parsed, policy) + apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
     database = database_of(parsed.this, policy, engine)

@@ -39,7 +39,7 @@ from dpsql.sql.statistics import Statistic
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["is_probe", "answer_probe"]
+__all__ = ["is_probe", "answer_probe", "parse_if_probe_like"]
 
 _KEYWORDS = re.compile(r"\b(limit|where)\b", re.IGNORECASE)
 
@@ -173,14 +173,24 @@ def _row_answer(text: str, policy: Policy, engine: Backend) -> "pa.Table | None"
     return _empty([(name, str(ty)) for (name, _), ty in zip(outputs, types)])
 
 
-def answer_probe(text: str, policy: Policy, engine: Backend) -> "pa.Table | None":
-    """The empty, typed answer of a zero-row probe, or None if ``text`` is not one (or reads
-    public tables only, and so simply runs). Raises the query's refusal if it has one."""
+def parse_if_probe_like(text: str) -> "dialect.DPQuery | None":
+    """``text`` parsed when it has a LIMIT or a WHERE (it may be a probe), else None: most
+    statements are not parsed here at all. The caller hands the tree on to the pipeline, so a
+    statement is parsed once."""
     low = text.lower()
     if ("limit" not in low and "where" not in low) or not _KEYWORDS.search(text):
-        return None  # no LIMIT and no WHERE: not a probe, and no second parse of every query
-    parsed = dialect.parse(text)
-    if parsed.args.get("explain") or not is_probe(parsed.this):
+        return None
+    return dialect.parse(text)
+
+
+def answer_probe(text: str, policy: Policy, engine: Backend, parsed: "dialect.DPQuery | None" = None
+                 ) -> "pa.Table | None":
+    """The empty, typed answer of a zero-row probe, or None if ``text`` is not one (or reads
+    public tables only, and so simply runs). Raises the query's refusal if it has one.
+    ``parsed``: ``text`` already parsed (by :func:`parse_if_probe_like`); it is not changed."""
+    if parsed is None:
+        parsed = parse_if_probe_like(text)
+    if parsed is None or parsed.args.get("explain") or not is_probe(parsed.this):
         return None
     try:
         prepared = prepare(text, policy, engine)
