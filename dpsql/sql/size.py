@@ -1,0 +1,465 @@
+"""How long a value computed from a row can be, and how much work computing it takes: bounds
+known before anything is read.
+
+A function whose output can be much longer than its input gives a timing oracle: under
+``CASE WHEN <predicate> THEN <long> ELSE 'b' END``, nested ``replace`` calls turn twenty bytes
+into megabytes only on the rows that match, and the query's running time counts them. So every
+expression over private rows gets a *size model*, computed in the same pass as the allowlist
+check (:func:`dpsql.sql.allow.check_rowwise`):
+
+* each node's output is at most ``a·L + b`` bytes, where ``L`` is the length of the longest
+  value the row holds (a column's text), and ``a`` and ``b`` follow from the query alone: a
+  literal is ``b = len(literal)``, ``x || y`` adds, ``CASE`` takes the largest branch,
+  ``replace(s, x, y)`` multiplies ``s`` by ``max(1, len(y) / max(len(x), 1))``, a fixed-width
+  value (a number, a date, a hash) is at most :data:`SCALAR` bytes of text, and so on (the
+  table :data:`_RULES`);
+* a value past :data:`MAX_FACTOR` ``·L +`` :data:`MAX_ADDED` is refused, and so is an
+  expression whose nodes together build more than :data:`MAX_WORK_FACTOR` ``·L +``
+  :data:`MAX_WORK_ADDED` bytes of text per row (many copies of a long value). Choosing among
+  values (``CASE``, ``COALESCE``), fixed-width values and literals build nothing;
+* a replacement whose length depends on a row (``replace(s, 'a', s)``) has no such bound and
+  is refused; a regular expression's pattern must not be computed from a row (it would be
+  compiled for every row that reaches it); an edit distance, whose time grows with the product
+  of its arguments' lengths, takes arguments of at most :data:`PAIR_FACTOR` ``·L +``
+  :data:`PAIR_ADDED` bytes.
+
+Matching itself is linear: DuckDB runs regular expressions (``regexp_*``, ``SIMILAR TO``) on
+RE2, which never backtracks, and ``LIKE``, ``GLOB`` and ``contains``/``strpos`` measured linear
+on inputs built to make a backtracking matcher quadratic (tests/test_oracles.py). Numeric
+functions run in constant time whatever their value: ``factorial`` past 33 and ``pow`` past the
+range of DOUBLE overflow (NULL under ``TRY``), ``gcd``/``lcm`` work on 64- or 128-bit integers.
+
+The bound of a column that a CTE or subquery computed is that of its expression (kept in the
+expression's ``meta``), so nesting through the FROM chain multiplies as nesting in place does.
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+
+from sqlglot import exp
+
+from dpsql.errors import PrivacyError
+
+#: a value may be at most this many times as long as the longest value the row holds ...
+MAX_FACTOR = 64
+#: ... plus this many bytes
+MAX_ADDED = 65_536
+#: all nodes of one expression together: at most this many times the longest value ...
+MAX_WORK_FACTOR = 1_024
+#: ... plus this many bytes, per row
+MAX_WORK_ADDED = 262_144
+#: an argument of an edit distance (quadratic time) may be at most this many times L ...
+PAIR_FACTOR = 4
+#: ... plus this many bytes
+PAIR_ADDED = 256
+#: the longest text of any fixed-width value (a HUGEINT written as a BIT string)
+SCALAR = 128
+#: the key of an expression's bound in its ``meta`` (a CTE's column, once inlined)
+KEY = "dpsql_size"
+
+
+class Bound(t.NamedTuple):
+    """Output length ``a·L + b`` bytes; the work of the whole subtree ``wa·L + wb``; whether
+    the value depends on a row."""
+
+    a: float
+    b: float
+    wa: float
+    wb: float
+    row: bool
+
+
+ZERO = Bound(0.0, 0.0, 0.0, 0.0, False)
+COLUMN = Bound(1.0, 0.0, 0.0, 0.0, True)
+#: a bound ``IN (SELECT ...)`` filter, while the expression holding it is checked
+FILTER = Bound(0.0, 5.0, 0.0, 0.0, True)
+
+Size = tuple[float, float]
+Get = t.Callable[[t.Any], Bound]
+
+
+def call_name(node: exp.Expression) -> str:
+    """How a message names a node: the function's DuckDB name, or the node type."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return type(node).__name__.upper()
+
+
+def _length(a: float, b: float) -> str:
+    """``a·L + b`` in words."""
+    if not a:
+        return f"{b:,.0f} bytes"
+    return f"{a:g}× the row's longest value" + (f" plus {b:,.0f} bytes" if b else "")
+
+
+def _what(node: exp.Expression) -> str:
+    if isinstance(node, exp.DPipe):
+        return "||"
+    if isinstance(node, exp.Literal):
+        return "a literal"
+    if isinstance(node, (exp.Func, exp.Anonymous)) and not isinstance(node, (exp.Case, exp.Cast)):
+        spelled = node.sql(dialect="duckdb").split("(", 1)[0].strip().lower()  # regexp_like: regexp_matches
+        return f"{spelled if spelled.isidentifier() else call_name(node)}()"
+    return call_name(node)
+
+
+class _Refused(Exception):
+    """A rule's refusal; :func:`measure` adds where and over which table."""
+
+
+# --- rules: a node and its children's bounds -> the node's output length ----------------------
+# A rule marked cheap builds no new text: a fixed-width value, or one of its inputs chosen
+# (CASE, COALESCE). The others build their output, which counts towards the expression's work.
+
+Rule = t.Callable[[t.Any, Get], Size]
+
+
+def _cheap(rule: Rule) -> Rule:
+    rule.cheap = True  # type: ignore[attr-defined]
+    return rule
+
+
+
+@_cheap
+def _scalar(node: t.Any, get: Get) -> Size:
+    return 0.0, float(SCALAR)
+
+
+@_cheap
+def _boolean(node: t.Any, get: Get) -> Size:
+    return 0.0, 5.0
+
+
+def _fixed(n: int) -> Rule:
+    def rule(node: t.Any, get: Get) -> Size:
+        return 0.0, float(n)
+    return _cheap(rule)
+
+
+def _this(node: t.Any, get: Get) -> Size:
+    """At most as long as the first argument (a part of it, or its bytes re-ordered)."""
+    c = get(_first(node))
+    return c.a, c.b
+
+
+def _scaled(f: float, extra: float = 0.0) -> t.Callable[[t.Any, Get], Size]:
+    def rule(node: t.Any, get: Get) -> Size:
+        c = get(_first(node))
+        return f * c.a, f * c.b + extra
+    return rule
+
+
+def _sum(node: t.Any, get: Get) -> Size:
+    a = b = 0.0
+    for child in node.iter_expressions():
+        c = get(child)
+        a, b = a + c.a, b + c.b
+    return a, b
+
+
+def _tuple(node: t.Any, get: Get) -> Size:
+    return _sum(node, get)
+
+
+_cheap(_tuple)
+
+
+def _largest(parts: t.Iterable[t.Any], get: Get) -> Size:
+    a = b = 0.0
+    for part in parts:
+        if part is not None:
+            c = get(part)
+            a, b = max(a, c.a), max(b, c.b)
+    return a, b
+
+
+@_cheap
+def _all_largest(node: t.Any, get: Get) -> Size:
+    return _largest(node.iter_expressions(), get)
+
+
+@_cheap
+def _case(node: exp.Case, get: Get) -> Size:
+    return _largest([*(node.args.get("ifs") or []), node.args.get("default")], get)
+
+
+@_cheap
+def _if(node: exp.If, get: Get) -> Size:
+    return _largest([node.args.get("true"), node.args.get("false")], get)
+
+
+@_cheap
+def _first_arg(node: t.Any, get: Get) -> Size:
+    c = get(node.this)
+    return c.a, c.b
+
+
+@_cheap
+def _literal(node: exp.Literal, get: Get) -> Size:
+    return 0.0, float(len(str(node.this).encode("utf-8")))
+
+
+def _first(node: t.Any) -> t.Any:
+    if isinstance(node, exp.Anonymous) or node.this is None:
+        return node.expressions[0] if node.expressions else None
+    return node.this
+
+
+def _args(node: t.Any) -> list[t.Any]:
+    """A call's arguments in order (Anonymous keeps them all in ``expressions``)."""
+    return list(node.expressions) if isinstance(node, exp.Anonymous) else [node.this, *node.expressions]
+
+
+def _concat_ws(node: exp.ConcatWs, get: Get) -> Size:
+    sep, *parts = node.expressions
+    s = get(sep)
+    a = b = 0.0
+    for part in parts:
+        c = get(part)
+        a, b = a + c.a, b + c.b
+    gaps = max(len(parts) - 1, 0)
+    return a + gaps * s.a, b + gaps * s.b
+
+
+def _constant_length(node: t.Any, part: t.Any, role: str, get: Get) -> float:
+    """The most bytes ``part`` can hold, which must not depend on a row's values."""
+    c = get(part)
+    if c.a:
+        raise _Refused(f"its {role} must be a literal: one whose length depends on a row would multiply "
+                       "the length of each value")
+    return c.b
+
+
+def _replace(node: exp.Replace, get: Get) -> Size:
+    new = _constant_length(node, node.args.get("replacement"), "replacement", get)
+    old = node.expression
+    least = len(str(old.this).encode("utf-8")) if isinstance(old, exp.Literal) and old.is_string else 1
+    f = max(1.0, new / max(least, 1))
+    c = get(node.this)
+    return f * c.a, f * c.b
+
+
+_BACKREFERENCE = re.compile(r"\\[0-9]")
+
+
+def _regexp_replace(node: exp.RegexpReplace, get: Get) -> Size:
+    _constant_pattern(node, node.expression, get)
+    rep = node.args.get("replacement")
+    r = _constant_length(node, rep, "replacement", get)
+    # each \0..\9 in the replacement copies (part of) a match: at most the whole input once
+    k = len(_BACKREFERENCE.findall(str(rep.this))) if isinstance(rep, exp.Literal) else r // 2
+    mods = node.args.get("modifiers")
+    every = not isinstance(mods, exp.Literal) or "g" in str(mods.this)
+    c = get(node.this)
+    if every:  # up to one match per byte and one at the end, empty matches included
+        f = 1 + k + r
+        return f * c.a, f * c.b + r
+    return (1 + k) * c.a, (1 + k) * c.b + r
+
+
+def _constant_pattern(node: t.Any, pattern: t.Any, get: Get) -> None:
+    if get(pattern).row:
+        raise _Refused("its pattern must be a literal, not computed from a row: a pattern is compiled "
+                       "for every row that reaches it, and that time would show which rows do")
+
+
+@_cheap
+def _matches(node: t.Any, get: Get) -> Size:
+    _constant_pattern(node, node.expression, get)
+    return 0.0, 5.0
+
+
+def _extract(node: t.Any, get: Get) -> Size:
+    _constant_pattern(node, node.expression, get)
+    return _this(node, get)
+
+
+def _initcap(node: exp.Initcap, get: Get) -> Size:
+    # DuckDB has no initcap: sqlglot writes a regular expression built from the delimiters
+    _constant_pattern(node, node.expression, get)
+    return _scaled(2.0)(node, get)
+
+
+@_cheap
+def _pair(node: t.Any, get: Get) -> Size:
+    """Edit distances: time grows with the product of the two lengths, so both are bounded."""
+    for part in _args(node)[:2]:
+        c = get(part)
+        if c.a > PAIR_FACTOR or c.b > PAIR_ADDED:
+            raise _Refused(
+                f"its time grows with the product of its arguments' lengths, and one could be "
+                f"{_length(c.a, c.b)} (at most {PAIR_FACTOR}× plus "
+                f"{PAIR_ADDED} bytes): compare shorter values"
+            )
+    return 0.0, float(SCALAR)
+
+
+def _cast(node: exp.Cast, get: Get) -> Size:
+    to = node.args.get("to")
+    if isinstance(to, exp.DataType) and to.this in _TEXT_TYPES:
+        c = get(node.this)  # a BLOB as text writes each byte as \xAB
+        return 4 * c.a, max(4 * c.b, float(SCALAR))
+    return 0.0, float(SCALAR)
+
+
+def _time_to_str(node: exp.TimeToStr, get: Get) -> Size:
+    # each byte of the format gives at most 16 (%Z: a zone name; %c, %A, %B: a few words)
+    fmt = node.args.get("format")
+    this = node.this
+    if isinstance(this, exp.Literal) and this.is_string:  # strftime('%Y', d)
+        fmt = this
+    c = get(fmt) if fmt is not None else ZERO
+    return 16 * c.a, 16 * c.b + SCALAR
+
+
+def _json(node: t.Any, get: Get) -> Size:
+    # a fragment is written again: 1e20 becomes 100000000000000000000.0 (4 bytes to 23)
+    return _scaled(6.0, SCALAR)(node, get)
+
+
+_TEXT_TYPES = frozenset(getattr(exp.DataType.Type, n) for n in (
+    "TEXT", "VARCHAR", "CHAR", "NCHAR", "NVARCHAR", "NAME", "BPCHAR", "BLOB", "VARBINARY", "BINARY",
+    "JSON", "BIT", "LONGTEXT", "MEDIUMTEXT", "TINYTEXT", "LONGBLOB", "MEDIUMBLOB", "TINYBLOB",
+) if hasattr(exp.DataType.Type, n))
+
+_SCALARS = (
+    # arithmetic, numbers, dates and times: fixed-width values
+    "Add", "Sub", "Mul", "Div", "IntDiv", "Mod", "Neg", "Pow", "Interval",
+    "Abs", "Ceil", "Floor", "Round", "Sqrt", "Cbrt", "Ln", "Log", "Exp", "Sign", "Trunc", "Factorial",
+    "Degrees", "Radians", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Atan2", "Cot",
+    "Length", "StrPosition", "Ascii", "Unicode",
+    "Year", "Month", "Day", "Hour", "Minute", "Second", "Week", "WeekOfYear", "Quarter",
+    "DayOfWeek", "DayOfWeekIso", "DayOfMonth", "DayOfYear", "Extract", "TimestampTrunc",
+    "DateTrunc", "DateDiff", "DateAdd", "DateSub", "TsOrDsAdd", "DateFromParts", "StrToTime",
+    "StrToDate", "UnixToTime", "TimeToUnix", "LastDay", "Dayname", "Monthname", "Date",
+    "TimestampFromParts",
+)
+_BOOLEANS = (
+    "EQ", "NEQ", "GT", "GTE", "LT", "LTE", "NullSafeEQ", "NullSafeNEQ", "Is", "And", "Or", "Not",
+    "Between", "In", "Like", "ILike", "Glob", "Escape", "IsNan", "IsInf", "Contains", "StartsWith",
+    "EndsWith", "Boolean",
+)
+_SAME = ("Substring", "Trim", "Left", "Right", "Reverse", "SplitPart", "FromBase64", "BitwiseNot",
+         "BitwiseLeftShift", "BitwiseRightShift", "Nullif")
+_LARGEST = ("Greatest", "Least", "Coalesce", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Xor")
+_ZERO = ("Identifier", "Var", "DataType", "DataTypeParam", "JSONPath", "JSONPathKey", "JSONPathRoot",
+         "JSONPathSubscript", "JSONPathWildcard")
+
+#: node class name -> rule (see the module docstring; each allowlisted node has one)
+_BY_CLASS: dict[str, t.Callable[[t.Any, Get], Size]] = {
+    **dict.fromkeys(_SCALARS, _scalar), **dict.fromkeys(_BOOLEANS, _boolean),
+    **dict.fromkeys(_SAME, _this), **dict.fromkeys(_LARGEST, _all_largest),
+    **dict.fromkeys(_ZERO, _fixed(0)),
+    "Column": _sum, "Literal": _literal, "Null": _fixed(4), "Paren": _first_arg, "Try": _first_arg,
+    "Tuple": _tuple, "DPipe": _sum, "Concat": _sum, "ConcatWs": _concat_ws, "Case": _case, "If": _if,
+    "Cast": _cast, "TryCast": _cast, "Lower": _scaled(2.0), "Upper": _scaled(2.0), "Initcap": _initcap,
+    "Replace": _replace, "RegexpReplace": _regexp_replace, "RegexpExtract": _extract,
+    "RegexpLike": _matches, "RegexpFullMatch": _matches, "RegexpILike": _matches, "SimilarTo": _matches,
+    "MD5": _fixed(32), "SHA": _fixed(40), "SHA2": _fixed(128), "Chr": _fixed(4),
+    "ToBase64": _scaled(4 / 3, 4.0), "JSONExtract": _json, "JSONExtractScalar": _json,
+    "Levenshtein": _pair, "TimeToStr": _time_to_str,
+}
+
+
+@_cheap
+def _iff(node: exp.Anonymous, get: Get) -> Size:
+    return _largest(node.expressions[1:], get)
+
+
+#: DuckDB functions sqlglot keeps as ``Anonymous``, by lower-case name
+NAMED: dict[str, t.Callable[[t.Any, Get], Size]] = {
+    **dict.fromkeys((
+        "even", "gcd", "lcm", "greatest_common_divisor", "least_common_multiple", "strlen", "hash",
+        "ord", "bit_count", "to_base", "date_part", "datepart", "ceiling", "log10", "log2", "hamming",
+        "jaccard", "mismatches", "yearweek", "isodow", "era", "decade", "century", "millennium",
+        "epoch_ms", "epoch_us", "epoch_ns", "make_time", "make_timestamp", "to_days", "to_hours",
+        "to_minutes", "to_seconds", "to_years", "to_months", "to_weeks", "to_milliseconds",
+        "to_microseconds",
+    ), _scalar),
+    **dict.fromkeys(("isfinite", "prefix", "suffix", "signbit"), _boolean),
+    # Unicode: case mapping changes a code point's UTF-8 length by at most 3/2 (2 -> 3 bytes);
+    # NFC and canonical decomposition grow text at most 3 times (UAX #15, "Stream-Safe Text")
+    "lcase": _scaled(2.0), "ucase": _scaled(2.0), "strip_accents": _scaled(3.0), "nfc_normalize": _scaled(3.0),
+    "iff": _iff, "ifnull": _all_largest, "nullif": _this,
+    "damerau_levenshtein": _pair, "jaro_similarity": _pair, "jaro_winkler_similarity": _pair,
+}
+
+_RULE_CACHE: dict[type, t.Callable[[t.Any, Get], Size]] = {}
+
+
+def rule_of(node: exp.Expression) -> t.Callable[[t.Any, Get], Size] | None:
+    """The size rule of ``node`` (None: the node has none, e.g. a function not on the allowlist)."""
+    if isinstance(node, exp.Anonymous):
+        return NAMED.get(str(node.name).lower())
+    cls = type(node)
+    if cls not in _RULE_CACHE:
+        found = next((_BY_CLASS[k.__name__] for k in cls.__mro__ if k.__name__ in _BY_CLASS), None)
+        if found is None:
+            return None
+        _RULE_CACHE[cls] = found
+    return _RULE_CACHE[cls]
+
+
+def measure(nodes: list[exp.Expression], where: str, table: str,
+            column: t.Callable[[exp.Column], Bound] | None = None) -> Bound:
+    """The bound of ``nodes[0]``, given all its nodes in breadth-first order (each node before
+    its descendants); raises PrivacyError past a limit. ``column`` gives a column's bound (a
+    CTE's column: its expression's); without it a column is one value of the row."""
+    memo: dict[int, Bound] = {}
+
+    def get(n: t.Any) -> Bound:
+        return memo.get(id(n), ZERO) if n is not None else ZERO
+
+    for node in reversed(nodes):
+        memo[id(node)] = _bound(node, get, column, where, table)
+    return memo[id(nodes[0])]
+
+
+def _bound(node: exp.Expression, get: Get, column: t.Callable[[exp.Column], Bound] | None,
+           where: str, table: str) -> Bound:
+    known = node.meta_get(KEY)
+    if known is not None:
+        return known
+    if isinstance(node, exp.Column):
+        return column(node) if column is not None else COLUMN
+    rule = rule_of(node) or _sum
+    try:
+        a, b = rule(node, get)
+    except _Refused as err:
+        raise PrivacyError(f"{_what(node)} in {where} of a DP query over {table}: {err}") from None
+    wa, wb, row = (0.0, 0.0, False) if getattr(rule, "cheap", False) else (a, b, False)
+    for child in node.iter_expressions():
+        c = get(child)
+        wa, wb, row = wa + c.wa, wb + c.wb, row or c.row
+    if a > MAX_FACTOR or b > MAX_ADDED:
+        raise PrivacyError(
+            f"{_what(node)} in {where} of a DP query over {table} could make a value of {_length(a, b)}, "
+            f"past dpsql's limit of {MAX_FACTOR}× plus {MAX_ADDED:,} bytes (its running time would show "
+            "which rows match): nest fewer functions that lengthen text, or use shorter literals"
+        )
+    if wa > MAX_WORK_FACTOR or wb > MAX_WORK_ADDED:
+        raise PrivacyError(
+            f"the expression in {where} of a DP query over {table} could build {_length(wa, wb)} of text "
+            f"per row, past dpsql's limit of {MAX_WORK_FACTOR:,}× plus {MAX_WORK_ADDED:,} bytes (its running "
+            "time would show which rows match): use fewer or shorter text values"
+        )
+    return Bound(a, b, wa, wb, row)
+
+
+def inlined(expr: exp.Expression, where: str, table: str) -> Bound:
+    """The bound of an expression a lower level of the FROM chain computed (a CTE's column),
+    over the base table's columns: the one its check recorded, else measured now and kept."""
+    known = expr.meta_get(KEY)
+    if known is not None:
+        return known
+    if isinstance(expr, exp.Column):
+        return COLUMN
+    nodes = list(expr.walk(prune=lambda n: n is not expr and (n.meta_get(KEY) is not None
+                                                              or isinstance(n, exp.Query))))
+    found = measure(nodes, where, table)
+    expr.meta[KEY] = found
+    return found
