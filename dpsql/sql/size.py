@@ -35,7 +35,6 @@ expression's ``meta``), so nesting through the FROM chain multiplies as nesting 
 
 from __future__ import annotations
 
-import re
 import typing as t
 
 from sqlglot import exp
@@ -248,22 +247,40 @@ def _replace(node: exp.Replace, get: Get) -> Size:
     return f * c.a, f * c.b
 
 
-_BACKREFERENCE = re.compile(r"\\[0-9]")
+def _rewrite(text: str) -> tuple[int, int]:
+    """A regexp_replace replacement read as RE2 does: its backreferences (``\\0`` to ``\\9``,
+    each a copy of part of a match) and the bytes it writes besides (an escaped character
+    counted as its two bytes)."""
+    raw = text.encode("utf-8")
+    refs = other = i = 0
+    while i < len(raw):
+        if raw[i] == 0x5C and i + 1 < len(raw):  # a backslash and the byte it escapes
+            if 0x30 <= raw[i + 1] <= 0x39:
+                refs += 1
+            else:
+                other += 2
+            i += 2
+        else:
+            other += 1
+            i += 1
+    return refs, other
 
 
 def _regexp_replace(node: exp.RegexpReplace, get: Get) -> Size:
+    """Matches do not overlap: the copies of matched text add up to at most L per
+    backreference, and there are at most L + 1 matches (empty ones included) of the rest."""
     _constant_pattern(node, node.expression, get)
     rep = node.args.get("replacement")
     r = _constant_length(node, rep, "replacement", get)
-    # each \0..\9 in the replacement copies (part of) a match: at most the whole input once
-    k = len(_BACKREFERENCE.findall(str(rep.this))) if isinstance(rep, exp.Literal) else r // 2
     mods = node.args.get("modifiers")
     every = mods is not None and (not isinstance(mods, exp.Literal) or "g" in str(mods.this))
+    if isinstance(rep, exp.Literal):
+        k, other = _rewrite(str(rep.this))
+    else:  # only its length is known: the worst split of it for each case
+        k, other = (0, r) if every else (r // 2, r)
     c = get(node.this)
-    if every:  # up to one match per byte and one at the end, empty matches included
-        f = 1 + k + r
-        return f * c.a, f * c.b + r
-    return (1 + k) * c.a, (1 + k) * c.b + r
+    f = 1 + k + other if every else 1 + k
+    return f * c.a, f * c.b + other
 
 
 def _constant_pattern(node: t.Any, pattern: t.Any, get: Get) -> None:
@@ -307,8 +324,10 @@ def _pair(node: t.Any, get: Get) -> Size:
 def _cast(node: exp.Cast, get: Get) -> Size:
     to = node.args.get("to")
     if isinstance(to, exp.DataType) and to.this in _TEXT_TYPES:
-        c = get(node.this)  # a BLOB as text writes each byte as \xAB
-        return 4 * c.a, max(4 * c.b, float(SCALAR))
+        # a BLOB as text writes each byte as \xAB, as a BIT string as eight digits
+        f = 8 if to.this == exp.DataType.Type.BIT else 4
+        c = get(node.this)
+        return f * c.a, max(f * c.b, float(SCALAR))
     return 0.0, float(SCALAR)
 
 
