@@ -44,11 +44,13 @@ from dpsql.errors import PrivacyError
 #: a value may be at most this many times as long as the longest value the row holds ...
 MAX_FACTOR = 64
 #: ... plus this many bytes
-MAX_ADDED = 65_536
+MAX_ADDED = 16_384
 #: all nodes of one expression together: at most this many times the longest value ...
 MAX_WORK_FACTOR = 4_096
 #: ... plus this many bytes, per row
-MAX_WORK_ADDED = 262_144
+MAX_WORK_ADDED = 32_768
+#: the work of a byte that a regular expression replacement reads or writes
+REGEX_WORK = 16
 #: an argument of an edit distance (quadratic time) may be at most this many times L ...
 PAIR_FACTOR = 4
 #: ... plus this many bytes
@@ -114,7 +116,10 @@ class _Refused(Exception):
 # A rule marked cheap builds no new text: a fixed-width value, or one of its inputs chosen
 # (CASE, COALESCE). The others build their output, which counts towards the expression's work.
 
-Rule = t.Callable[[t.Any, Get], Size]
+#: a rule's result: the output's length, and optionally the work the node itself does (by
+#: default: the bytes it writes, none for a cheap rule)
+Work = tuple[float, float, float, float]
+Rule = t.Callable[[t.Any, Get], Size | Work]
 
 
 def _cheap(rule: Rule) -> Rule:
@@ -280,7 +285,9 @@ def _regexp_replace(node: exp.RegexpReplace, get: Get) -> Size:
         k, other = (0, r) if every else (r // 2, r)
     c = get(node.this)
     f = 1 + k + other if every else 1 + k
-    return f * c.a, f * c.b + other
+    a, b = f * c.a, f * c.b + other
+    # RE2 takes about as long per match as replace() per byte: count 16 per byte read and written
+    return a, b, REGEX_WORK * (a + c.a), REGEX_WORK * (b + c.b)
 
 
 def _constant_pattern(node: t.Any, pattern: t.Any, get: Get) -> None:
@@ -290,14 +297,33 @@ def _constant_pattern(node: t.Any, pattern: t.Any, get: Get) -> None:
 
 
 @_cheap
-def _matches(node: t.Any, get: Get) -> Size:
-    _constant_pattern(node, node.expression, get)
-    return 0.0, 5.0
+def _reads(node: t.Any, get: Get) -> tuple[float, float]:
+    """The bytes a search reads: its arguments, once."""
+    wa = wb = 0.0
+    for child in node.iter_expressions():
+        c = get(child)
+        wa, wb = wa + c.a, wb + c.b
+    return wa, wb
 
 
-def _extract(node: t.Any, get: Get) -> Size:
+def _search(node: t.Any, get: Get) -> Work:
+    """LIKE, GLOB, contains, hamming, ...: a fixed-width answer after one pass over the
+    arguments (DuckDB's matchers measured linear, also on inputs that make backtracking
+    quadratic)."""
+    wa, wb = _reads(node, get)
+    return 0.0, 5.0 if isinstance(node, exp.Predicate) else float(SCALAR), wa, wb
+
+
+def _matches(node: t.Any, get: Get) -> Work:
     _constant_pattern(node, node.expression, get)
-    return _this(node, get)
+    return _search(node, get)
+
+
+def _extract(node: t.Any, get: Get) -> Work:
+    _constant_pattern(node, node.expression, get)
+    a, b = _this(node, get)
+    wa, wb = _reads(node, get)
+    return a, b, a + wa, b + wb
 
 
 def _initcap(node: exp.Initcap, get: Get) -> Size:
@@ -306,8 +332,7 @@ def _initcap(node: exp.Initcap, get: Get) -> Size:
     return _scaled(2.0)(node, get)
 
 
-@_cheap
-def _pair(node: t.Any, get: Get) -> Size:
+def _pair(node: t.Any, get: Get) -> Work:
     """Edit distances: time grows with the product of the two lengths, so both are bounded."""
     parts = node.expressions[:2] if isinstance(node, exp.Anonymous) else [node.this, node.expression]
     for part in parts:
@@ -318,14 +343,15 @@ def _pair(node: t.Any, get: Get) -> Size:
                 f"{_length(c.a, c.b)} (at most {PAIR_FACTOR}× plus "
                 f"{PAIR_ADDED} bytes): compare shorter values"
             )
-    return 0.0, float(SCALAR)
+    return _search(node, get)
 
 
 def _cast(node: exp.Cast, get: Get) -> Size:
     to = node.args.get("to")
     if isinstance(to, exp.DataType) and to.this in _TEXT_TYPES:
-        # a BLOB as text writes each byte as \xAB, as a BIT string as eight digits
-        f = 8 if to.this == exp.DataType.Type.BIT else 4
+        # a BLOB as text writes each byte as \xAB, as a BIT string as eight digits; text as a
+        # BLOB reads \xAB as one byte
+        f = 8 if to.this == exp.DataType.Type.BIT else 1 if to.this in _BLOB_TYPES else 4
         c = get(node.this)
         return f * c.a, max(f * c.b, float(SCALAR))
     return 0.0, float(SCALAR)
@@ -351,12 +377,16 @@ _TEXT_TYPES = frozenset(getattr(exp.DataType.Type, n) for n in (
     "JSON", "BIT", "LONGTEXT", "MEDIUMTEXT", "TINYTEXT", "LONGBLOB", "MEDIUMBLOB", "TINYBLOB",
 ) if hasattr(exp.DataType.Type, n))
 
+_BLOB_TYPES = frozenset(getattr(exp.DataType.Type, n) for n in (
+    "BLOB", "VARBINARY", "BINARY", "LONGBLOB", "MEDIUMBLOB", "TINYBLOB",
+) if hasattr(exp.DataType.Type, n))
+
 _SCALARS = (
     # arithmetic, numbers, dates and times: fixed-width values
     "Add", "Sub", "Mul", "Div", "IntDiv", "Mod", "Neg", "Pow", "Interval",
     "Abs", "Ceil", "Floor", "Round", "Sqrt", "Cbrt", "Ln", "Log", "Exp", "Sign", "Trunc", "Factorial",
     "Degrees", "Radians", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Atan2", "Cot",
-    "Length", "StrPosition", "Ascii", "Unicode",
+    "Length", "Ascii", "Unicode",
     "Year", "Month", "Day", "Hour", "Minute", "Second", "Week", "WeekOfYear", "Quarter",
     "DayOfWeek", "DayOfWeekIso", "DayOfMonth", "DayOfYear", "Extract", "TimestampTrunc",
     "DateTrunc", "DateDiff", "DateAdd", "DateSub", "TsOrDsAdd", "DateFromParts", "StrToTime",
@@ -365,9 +395,9 @@ _SCALARS = (
 )
 _BOOLEANS = (
     "EQ", "NEQ", "GT", "GTE", "LT", "LTE", "NullSafeEQ", "NullSafeNEQ", "Is", "And", "Or", "Not",
-    "Between", "In", "Like", "ILike", "Glob", "Escape", "IsNan", "IsInf", "Contains", "StartsWith",
-    "EndsWith", "Boolean",
+    "Between", "In", "Escape", "IsNan", "IsInf", "Boolean",
 )
+_SEARCHES = ("Like", "ILike", "Glob", "Contains", "StartsWith", "EndsWith", "StrPosition")
 _SAME = ("Substring", "Trim", "Left", "Right", "Reverse", "SplitPart", "FromBase64", "BitwiseNot",
          "BitwiseLeftShift", "BitwiseRightShift", "Nullif")
 _LARGEST = ("Greatest", "Least", "Coalesce", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Xor")
@@ -378,7 +408,7 @@ _ZERO = ("Identifier", "Var", "DataType", "DataTypeParam", "JSONPath", "JSONPath
 BY_CLASS: dict[str, Rule] = {
     **dict.fromkeys(_SCALARS, _scalar), **dict.fromkeys(_BOOLEANS, _boolean),
     **dict.fromkeys(_SAME, _this), **dict.fromkeys(_LARGEST, _all_largest),
-    **dict.fromkeys(_ZERO, _fixed(0)),
+    **dict.fromkeys(_ZERO, _fixed(0)), **dict.fromkeys(_SEARCHES, _search),
     "Column": _sum, "Literal": _literal, "Null": _fixed(4), "Paren": _first_arg, "Try": _first_arg,
     "Tuple": _tuple, "DPipe": _sum, "Concat": _sum, "ConcatWs": _concat_ws, "Case": _case, "If": _if,
     "Cast": _cast, "TryCast": _cast, "Lower": _scaled(2.0), "Upper": _scaled(2.0), "Initcap": _initcap,
@@ -399,13 +429,14 @@ def _iff(node: exp.Anonymous, get: Get) -> Size:
 NAMED: dict[str, Rule] = {
     **dict.fromkeys((
         "even", "gcd", "lcm", "greatest_common_divisor", "least_common_multiple", "strlen", "hash",
-        "ord", "bit_count", "to_base", "date_part", "datepart", "ceiling", "log10", "log2", "hamming",
-        "jaccard", "mismatches", "yearweek", "isodow", "era", "decade", "century", "millennium",
+        "ord", "bit_count", "to_base", "date_part", "datepart", "ceiling", "log10", "log2",
+        "yearweek", "isodow", "era", "decade", "century", "millennium",
         "epoch_ms", "epoch_us", "epoch_ns", "make_time", "make_timestamp", "to_days", "to_hours",
         "to_minutes", "to_seconds", "to_years", "to_months", "to_weeks", "to_milliseconds",
         "to_microseconds",
     ), _scalar),
-    **dict.fromkeys(("isfinite", "prefix", "suffix", "signbit"), _boolean),
+    **dict.fromkeys(("isfinite", "signbit"), _boolean),
+    **dict.fromkeys(("prefix", "suffix", "hamming", "jaccard", "mismatches"), _search),
     # Unicode: case mapping changes a code point's UTF-8 length by at most 3/2 (2 -> 3 bytes);
     # NFC and canonical decomposition grow text at most 3 times (UAX #15, "Stream-Safe Text")
     "lcase": _scaled(2.0), "ucase": _scaled(2.0), "strip_accents": _scaled(3.0), "nfc_normalize": _scaled(3.0),
@@ -470,11 +501,14 @@ def _bound(node: exp.Expression, get: Get, column: t.Callable[[exp.Column], Boun
         return column(node) if column is not None else COLUMN
     rule = rule_of(node) or _sum
     try:
-        a, b = rule(node, get)
+        out = rule(node, get)
     except _Refused as err:
         raise PrivacyError(f"{_what(node)} in {where} of a DP query over {table}: {err}") from None
+    a, b = out[0], out[1]
     wa, wb, row = children
-    if not getattr(rule, "cheap", False):
+    if len(out) == 4:
+        wa, wb = wa + out[2], wb + out[3]
+    elif not getattr(rule, "cheap", False):
         wa, wb = wa + a, wb + b
     if a > MAX_FACTOR or b > MAX_ADDED:
         raise PrivacyError(
