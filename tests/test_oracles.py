@@ -33,7 +33,7 @@ import pytest
 import dpsql
 from dpsql.interfaces.demo import load_adult
 from dpsql.privacy.noise import SeededNoise
-from dpsql.sql import size
+from dpsql.sql import sizerules
 from tests.conftest import demo_policy
 
 #: Matches exactly one row of the demo table (the first one).
@@ -317,11 +317,24 @@ def test_a_matching_row_does_not_change_the_outcome(case: Case, cons: dict[str, 
         elif case.values:
             _assert_within_sensitivity(hit, miss)
     if case.timed or case.quick:
+        factor, slack = (3, 0.05) if case.timed else (5, 0.1)
+        if case.quick and not _within(hits, misses, factor, slack):  # one run: measure again
+            for _ in range(3):
+                hits.append(_run(con, case.sql, HIT))
+                misses.append(_run(con, case.sql, case.miss))
+            hits, misses = hits[1:], misses[1:]
         t_hit = statistics.median(o.seconds for o in hits)
         t_miss = statistics.median(o.seconds for o in misses)
-        slow, fast = max(t_hit, t_miss), min(t_hit, t_miss)
-        factor, slack = (3, 0.05) if case.timed else (5, 0.1)
-        assert slow <= factor * fast + slack, f"run time depends on the data: HIT {t_hit:.3f} s, MISS {t_miss:.3f} s"
+        assert _within(hits, misses, factor, slack), (
+            f"run time depends on the data: HIT {t_hit:.3f} s, MISS {t_miss:.3f} s"
+        )
+
+
+def _within(hits: list[Outcome], misses: list[Outcome], factor: float, slack: float) -> bool:
+    """The median run times are within ``factor`` times plus ``slack`` seconds of each other."""
+    t_hit = statistics.median(o.seconds for o in hits)
+    t_miss = statistics.median(o.seconds for o in misses)
+    return max(t_hit, t_miss) <= factor * min(t_hit, t_miss) + slack
 
 
 def _assert_within_sensitivity(hit: Outcome, miss: Outcome) -> None:
@@ -362,8 +375,8 @@ def test_same_seed_noise_cancels(cons: dict[str, dpsql.Connection]) -> None:
 def test_every_function_that_can_grow_a_value_has_a_pair() -> None:
     """GROWTH covers every size rule but those of fixed-width values (a new allowlisted function
     that can grow a value fails here until it gets a pair)."""
-    rules = {**size.BY_CLASS, **size.NAMED}
-    growing = {name for name, rule in rules.items() if rule not in size.FIXED} - NOT_FUNCTIONS
+    rules = {**sizerules.BY_CLASS, **sizerules.NAMED}
+    growing = {name for name, rule in rules.items() if rule not in sizerules.FIXED} - NOT_FUNCTIONS
     assert growing <= set(GROWTH), f"no HIT/MISS pair for {sorted(growing - set(GROWTH))}"
     assert set(GROWTH) <= set(rules), sorted(set(GROWTH) - set(rules))
 

@@ -20,12 +20,12 @@ import dpsql
 from dpsql.errors import PrivacyError
 from dpsql.interfaces.demo import connect_demo
 from dpsql.privacy.noise import SeededNoise
-from dpsql.sql import allow, size
+from dpsql.sql import allow, size, sizerules
 from dpsql.sql.dialect import DPSQL
 from dpsql.sql.total import total
 
 
-def _bound(sql: str) -> size.Bound:
+def _bound(sql: str) -> sizerules.Bound:
     return allow.check_rowwise(sqlglot.parse_one(sql, read=DPSQL), "WHERE", "t")
 
 
@@ -48,15 +48,15 @@ def con() -> t.Iterator[dpsql.Connection]:
 
 
 def test_every_allowlisted_node_and_function_has_a_size_rule() -> None:
-    missing = [cls.__name__ for cls in allow.ALLOWED if size.rule_of_type(cls) is None]
+    missing = [cls.__name__ for cls in allow.ALLOWED if sizerules.rule_of_type(cls) is None]
     assert not missing, f"allowlisted without a size rule: {missing}"
-    assert set(size.NAMED) == set(allow.ANONYMOUS), set(size.NAMED) ^ set(allow.ANONYMOUS)
+    assert set(sizerules.NAMED) == set(allow.ANONYMOUS), set(sizerules.NAMED) ^ set(allow.ANONYMOUS)
 
 
 def test_an_unknown_function_gets_no_rule() -> None:
     """The check above can fail: a node class without an entry has no rule."""
-    assert size.rule_of_type(exp.Repeat) is None
-    assert size.rule_of(exp.Anonymous(this="list_resize")) is None
+    assert sizerules.rule_of_type(exp.Repeat) is None
+    assert sizerules.rule_of(exp.Anonymous(this="list_resize")) is None
 
 
 # -- bounds --------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_an_unknown_function_gets_no_rule() -> None:
     ("coalesce(s, t || t)", 2, 0),
     ("upper(lower(s))", 4, 0),
     ("to_base64(s)", 4 / 3, 4),
-    ("length(replace(s, 'a', 'xyz'))", 0, size.SCALAR),
+    ("length(replace(s, 'a', 'xyz'))", 0, sizerules.SCALAR),
     ("s LIKE '%a%'", 0, 5),
     ("substring(s || s, 1, 3)", 2, 0),
 ])
@@ -167,7 +167,7 @@ def test_the_issue_spellings_are_refused() -> None:
                            (f"regexp_replace({{}}, 'a', {R20}, 'g')", "regexp_replace()")):
         message = _refusal(f"length({_nest(template, seed)}) > 0")
         assert message.startswith((f"{name} in WHERE of a DP query over t could make a value of",
-                                   "the expression in WHERE of a DP query over t could build"))
+                                   "the expression in WHERE of a DP query over t could process"))
         assert "past dpsql's limit of" in message
 
 
@@ -187,7 +187,7 @@ def test_the_issue_spellings_are_refused() -> None:
     ("'" + "x" * (size.MAX_ADDED + 1) + "' = s", "a literal in WHERE"),
     (_nest("upper({})", "s", 7), "upper() in WHERE of a DP query over t could make a value of 128× the row's"),
     (" || ".join(["s"] * 65), "limit of 64×"),
-    (" OR ".join(f"length(upper(concat(s, t))) = {i}" for i in range(700)), "could build 4098× the row's longest value of text"),
+    (" OR ".join(f"length(upper(concat(s, t))) = {i}" for i in range(700)), "could process 4098× the row's longest value of text"),
     (" OR ".join(f"upper(s || '{'x' * 1000}') = '{i}'" for i in range(100)), "bytes of text per row, past dpsql's limit of 4,096× plus 32,768 bytes"),
 ])
 def test_unbounded_or_past_the_limits_is_refused(sql: str, fragment: str) -> None:
