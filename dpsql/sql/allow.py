@@ -12,7 +12,10 @@ the sets below; anything not listed is refused. The lists hold only what is
   :func:`dpsql.engine.rewrite.total`);
 * **of bounded cost**: nothing whose running time grows with the *value* of an argument
   (``repeat``, ``lpad``, ``range``, ``format``'s computed widths, list builders): under a
-  ``CASE WHEN <predicate>`` such a call would time whether some row matches;
+  ``CASE WHEN <predicate>`` such a call would time whether some row matches. The functions
+  listed may make a value longer than their inputs (``replace``, ``||``, ...), but only by a
+  factor the query fixes: :mod:`dpsql.sql.size` bounds every value's length before the query
+  runs, and refuses past fixed limits;
 * **one row in, one value out**: no set-returning function (``unnest``), no aggregate, window
   or subquery, no struct or list access (``s.f``, ``a[1]``) whose meaning depends on types.
 
@@ -26,6 +29,7 @@ import typing as t
 from sqlglot import exp
 
 from dpsql.errors import PrivacyError
+from dpsql.sql.size import Bound, call_name, measure
 
 #: Syntax and values that cannot fail or multiply rows on their own.
 _VALUES: tuple[type[exp.Expression], ...] = (
@@ -115,12 +119,7 @@ _WHY = {
 }
 
 
-def _name(node: exp.Expression) -> str:
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return type(node).__name__.upper()
+_name = call_name
 
 
 def _refusal(node: exp.Expression, where: str, table: str) -> str:
@@ -146,9 +145,13 @@ def _refusal(node: exp.Expression, where: str, table: str) -> str:
     return f"{type(node).__name__.upper()} ({node.sql(dialect='duckdb')[:40]}) is not allowed in {where} of a DP query over {table}"
 
 
-def check_rowwise(node: exp.Expression, where: str, table: str) -> None:
-    """Refuse ``node`` unless every part of it is on the allowlist (raises PrivacyError)."""
-    for n in node.walk():
+def check_rowwise(node: exp.Expression, where: str, table: str,
+                  column: t.Callable[[exp.Column], Bound] | None = None) -> Bound:
+    """Refuse ``node`` unless every part of it is on the allowlist and the values it computes
+    have a bounded length (:mod:`dpsql.sql.size`); its bound (``column`` gives each column's).
+    Raises PrivacyError."""
+    nodes = list(node.walk())
+    for n in nodes:
         if isinstance(n, exp.Var):
             if isinstance(n.parent, _UNIT_PARENTS) or isinstance(n.parent, exp.DataType):
                 continue
@@ -168,6 +171,7 @@ def check_rowwise(node: exp.Expression, where: str, table: str) -> None:
             )
         if isinstance(n, exp.In) and (n.args.get("query") or n.args.get("unnest") or n.args.get("field")):
             raise PrivacyError(f"subqueries are not allowed in {where} of a DP query over {table}")
+    return measure(nodes, where, table, column)
 
 
 def functions_in(node: exp.Expression) -> t.Iterator[str]:

@@ -18,6 +18,7 @@ from dpsql.errors import BindError
 from dpsql.privacy.policy import TablePolicy
 from dpsql.sql.allow import check_rowwise
 from dpsql.sql.build import BASE
+from dpsql.sql.size import FILTER, KEY, Bound, inlined
 from dpsql.sql.suggest import did_you_mean
 
 Columns = dict[str, exp.Expression | None]
@@ -86,6 +87,9 @@ class Relation:
 
     def column(self, col: exp.Column, where: str) -> exp.Expression:
         """The expression that a column reference of the next level up stands for."""
+        return self._stored(col, where).copy()
+
+    def _stored(self, col: exp.Column, where: str) -> exp.Expression:
         qual = col.table.lower() if col.table else None
         columns = self.columns
         if qual and self.scopes is not None and qual in self.scopes:
@@ -100,7 +104,7 @@ class Relation:
         if expr is None:
             raise BindError(f"column {col.name} is ambiguous in {where}: more than one column has "
                             "that name; qualify it with its table")
-        return expr.copy()
+        return expr
 
     def substitute(self, node: exp.Expression, where: str) -> exp.Expression:
         """Check ``node`` against the allowlist and rewrite its columns over the reserved aliases.
@@ -119,7 +123,12 @@ class Relation:
                         node = exp.column(name)
                     else:
                         sub.replace(exp.column(name))
-        check_rowwise(node, where, self.table.name)
+        def size(col: exp.Column) -> Bound:
+            if col.name in frozen and not col.table:
+                return FILTER
+            return inlined(self._stored(col, where), where, self.table.name)
+
+        bound = check_rowwise(node, where, self.table.name, size)
 
         def swap(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column):
@@ -129,7 +138,9 @@ class Relation:
                 return value if isinstance(value, (exp.Column, exp.Literal)) else exp.Paren(this=value)
             return n
 
-        return node.transform(swap, copy=False)
+        out = node.transform(swap, copy=False)
+        out.meta[KEY] = bound
+        return out
 
 
 def base_column(expr: exp.Expression | None) -> str | None:
