@@ -409,6 +409,10 @@ def parse(sql: str) -> DPQuery:
         stmt.set("explain", True)
     if stmt.find(DifferentialPrivacyClause, ContributionBounds) is not None:
         check_form(stmt)
+    for node in stmt.find_all(exp.Initcap):
+        if node.this is not None and node.this.find(exp.Initcap) is not None:
+            # DuckDB has no initcap: sqlglot spells it as an expression that cannot hold another
+            raise ParseError("initcap() cannot hold another initcap(): apply it once")
     return stmt
 
 
