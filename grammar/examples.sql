@@ -28,3 +28,6 @@ EXPLAIN SELECT DP_MEAN(age) FROM adult WITH (epsilon = 1)
 SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1);
 SELECT education, education_num FROM education_levels ORDER BY education_num
 SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward WITH (epsilon = 1, delta = 1e-6, max_groups_per_unit = 3, max_rows_per_group_per_unit = 2)
+SELECT DP_MEAN(capital_gain, bounds => 'auto') FROM adult WITH (epsilon = 1)
+SELECT DP_QUANTILE(capital_gain, 0.9, bounds => 'auto') FROM adult WITH (epsilon = 1)
+SELECT sex, DP_SUM(capital_gain) FROM adult GROUP BY sex WITH (epsilon = 1, bounds = 'auto')
