@@ -333,6 +333,9 @@ def _literal_number(node: exp.Expression | None, what: str) -> float | None:
 def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, auto: bool = False) -> BoundAggregate:
     """One DP aggregate; ``auto``: an aggregate without bounds finds them privately."""
     label = _label(node)
+    found = node.args.get("bounds") is not None  # bounds => 'auto' in the call
+    if found and isinstance(node, DPAgg):
+        _refuse(f"{label}: DP_AGG's bounds are those of the aggregate's value; give them: DP_AGG(agg, lower, upper)")
     arg = node.this if not isinstance(node.this, exp.Star) else None
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
     upper = _literal_number(node.args.get("upper"), f"the upper bound of {label}")
@@ -356,9 +359,6 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, auto: bool = F
     for what, bound in (("lower", lower), ("upper", upper)):  # 1e999 parses as inf
         if bound is not None and not math.isfinite(bound):
             _refuse(f"{label}: the {what} bound must be a finite number, got {bound:g}")
-    found = node.args.get("bounds") is not None  # bounds => 'auto' in the call
-    if found and isinstance(node, DPAgg):
-        _refuse(f"{label}: DP_AGG's bounds are those of the aggregate's value; give them: DP_AGG(agg, lower, upper)")
     if lower is None and arg is not None and node.statistic is not Statistic.COUNT and not found:
         owner_table = rel.owner(arg)
         bounds = owner_table[0].column(column).bounds if column and owner_table else None
