@@ -26,6 +26,7 @@ import typing as t
 
 from dpsql.admin import bruteforce
 
+from . import found_bounds
 from .harness import ArrayNoise, AuditCase, Pair, ScaledNoise, query_pair, value_of_key, values_of_keys
 
 XG = "x DOUBLE, g VARCHAR"
@@ -526,3 +527,7 @@ CONTROLS += [
               _q("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)", rows(1, 2), rows(1, 2, 3), policy()),
               mechanism="laplace", expect="violation", noise=lambda n: ScaledNoise(ArrayNoise(n), 3)),
 ]
+
+# --- bounds found privately: the whole release, a bin at the threshold (tests/audit/found_bounds.py)
+CASES += found_bounds.cases()
+CONTROLS += found_bounds.controls()
