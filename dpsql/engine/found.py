@@ -61,7 +61,7 @@ def _source(plan: "Plan") -> str:
     the rewrite's ``__src`` (same FROM chain, WHERE and truncation), before clipping."""
     bound, units = plan.bound, plan.units
     keys = build.keys(len(bound.group_by))
-    by_id = units is not None and units.by_id
+    by_id = units is not None and units.by_id and not bound.per_unit  # a per-unit subquery: one row per unit
     searched = {s.index for s in plan.searches}
     projections = [f"TRY_CAST({total(p.agg.arg).sql(dialect='duckdb')} AS DOUBLE) AS {build.value(p.agg.index)}"
                    for p in plan.prepared if p.agg.index in searched and p.agg.arg is not None]
@@ -74,7 +74,7 @@ def _source(plan: "Plan") -> str:
     src = f"SELECT {', '.join(projections)} FROM {bound.from_sql}"
     if bound.where:
         src += " WHERE " + " AND ".join(total(w).sql(dialect="duckdb") for w in bound.where)
-    if by_id and not bound.per_unit:
+    if by_id:
         assert units is not None
         src = truncate(src, units, keys if units.by_groups else [])
     return src

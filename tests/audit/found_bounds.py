@@ -110,5 +110,5 @@ def controls() -> list[AuditCase]:
         AuditCase("bounds found privately, histogram noise cut by 8 (threshold unchanged)",
                   lambda: found_bounds_pair(MEAN, *AT_THRESHOLD, _policy(),
                                             search_noise=lambda n: ScaledNoise(n, 8)),
-                  mechanism="laplace", expect="violation", trials=6_000),
+                  mechanism="laplace", expect="violation", trials=6_000, thorough_trials=20_000),
     ]
