@@ -120,8 +120,21 @@ def test_choice_is_the_outer_edges_of_the_outermost_passing_bins() -> None:
     neg = search.choose({ab.bin_of(-5.0): tau, 0: tau, ab.bin_of(0.75): tau}, Exact())
     assert (neg.lower, neg.upper) == (-8.0, 1.0)
     none = search.choose({ab.bin_of(-5.0): tau - 1, ab.bin_of(100.0): tau - 2}, Exact())
-    assert (none.lower, none.upper, none.passed) == (-8.0, -4.0, False)
-    assert "no bin reached the threshold" in none.text()
+    assert (none.lower, none.upper, none.passed) == (-8.0, -4.0, False)  # planned with, never released
+    assert none.text() == "none (no bin reached the threshold)"
+
+
+def test_too_few_rows_release_null_with_the_reason_and_charge_the_query() -> None:
+    con = _connect(seed=1)
+    result = con.sql("SELECT g, DP_MEAN(x, bounds => 'auto') * 2 AS m, DP_COUNT(*) AS n FROM t WHERE x < 6 "
+                     "GROUP BY g WITH (epsilon = 1)")
+    rows = result.fetchall()
+    assert [r[1] for r in rows] == [None, None] and all(isinstance(r[2], int) for r in rows)
+    count, mean = result.report  # the report is in plan order: DP_COUNT(*) first
+    assert mean.note == ("no bounds found privately with ε=0.125 of it: no bin of the noisy histogram reached "
+                         "τ=148 (too few rows), so NULL is released; give bounds, or more ε")
+    assert mean.epsilon == pytest.approx(0.5) and mean.ci_half_width is None
+    assert con.budget.spent.epsilon == pytest.approx(1.0)
 
 
 def test_data_in_3_to_90_gets_bounds_within_a_power_of_two() -> None:

@@ -134,15 +134,22 @@ def replan(first: "Plan", policy: "Policy", found: dict[int, Found],
 
 
 def annotate(plan: "Plan", released: "Released") -> None:
-    """Each report entry of an aggregate whose bounds were found: the bounds, and the search's
-    cost added to the entry's, so that the entries add up to what the query spent."""
-    entry_of = {p.agg.index: e for p, e in zip(plan.prepared, released.report)}
+    """Each report entry of an aggregate whose bounds were searched: the bounds found, and the
+    search's cost added to the entry's, so that the entries add up to what the query spent. An
+    aggregate whose search found no bin above the threshold is released as NULL in every group
+    (post-processing of the noisy counts; called before the released columns are read)."""
+    column = {p.agg.index: j for j, p in enumerate(plan.prepared)}  # the report is in plan order
     for search in plan.searches:
-        entry = entry_of.get(search.index)
-        found = plan.found.get(search.index)
-        if entry is None or found is None:
+        j, found = column.get(search.index), plan.found.get(search.index)
+        if j is None or found is None or j >= len(released.report):
             continue
+        entry = released.report[j]
         entry.epsilon += search.cost.epsilon
         entry.rho += search.cost.rho
         note = search.note(found)
-        entry.note = f"{note}; {entry.note}" if entry.note else note
+        if not found.passed:
+            released.values[j] = [None] * len(released.values[j])
+            entry.sensitivity = entry.scale = entry.ci_half_width = None
+            entry.note = note
+        else:
+            entry.note = f"{note}; {entry.note}" if entry.note else note

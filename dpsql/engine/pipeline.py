@@ -271,9 +271,11 @@ def _release_found(prepared: PreparedQuery, names: list[str], rows: t.Any, noise
     columns = getattr(engine, "statistics_columns", None)
     fetch = columns if columns is not None and rewritten.keys else engine.statistics  # type: ignore[attr-defined]
     stats = fetch(rewritten.statement, rewritten.arrow_tables) if rewritten.tables else fetch(rewritten.statement)
-    table, released = release(final, *stats, noise, engine)
-    found.annotate(p, released)
-    return table, released
+    from dpsql.engine.release import release as release_rows
+
+    released = release_rows(p, rewritten, *stats, noise)
+    found.annotate(p, released)  # before the post-processing reads the released columns
+    return _output(final, released, engine), released
 
 
 def _output(prepared: PreparedQuery, released: "Released", engine: Engine) -> "pa.Table | OneRow":

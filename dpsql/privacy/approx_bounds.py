@@ -22,8 +22,8 @@ library, ``ApproxBounds``):
   over the bins). A bin needs about τ rows to pass reliably (EXPLAIN shows τ).
 * **Bounds.** The lower bound is the lower edge of the lowest passing bin, the upper bound the
   upper edge of the highest (:func:`edges`): values in passing bins are never clipped by more
-  than a factor 2 of their own size. When no bin passes (too few rows for τ), the bounds are the
-  edges of the bin with the largest noisy count: always defined, never an error.
+  than a factor 2 of their own size. When no bin passes (too few rows for τ) there are no
+  bounds: the aggregate is released as NULL (⊥, as PTR's), never an error after the charge.
 
 Guarantee and neighbouring relation
     The histogram is a vector of counts of L1 sensitivity Δ = m under ``add_remove`` (a
@@ -115,12 +115,12 @@ class Found:
 
     lower: float
     upper: float
-    #: whether some bin passed the threshold (else: the bin of the largest noisy count)
+    #: whether some bin passed the threshold; if not, ``lower`` and ``upper`` are the edges of
+    #: the fullest noisy bin, which the query is planned with, and the aggregate is released as NULL
     passed: bool
 
     def text(self) -> str:
-        how = "" if self.passed else " (no bin reached the threshold: the fullest noisy bin)"
-        return f"[{fmt(self.lower)}, {fmt(self.upper)}]{how}"
+        return f"[{fmt(self.lower)}, {fmt(self.upper)}]" if self.passed else "none (no bin reached the threshold)"
 
 
 @dataclass(frozen=True)
@@ -175,9 +175,12 @@ class BoundsSearch:
                 f"log-scale histogram of the value ({NBINS} bins ±[2^k, 2^(k+1)), k from {K_MIN} to {K_MAX}, and "
                 f"[-2^{K_MIN}, 2^{K_MIN}]), Δ={fmt(self.sensitivity)} discrete Laplace(b={fmt(self.scale)}); the "
                 f"bounds are the outer edges of the outermost bins whose noisy count reaches τ={self.threshold} "
-                f"(a bin without rows does with probability ≤ {FAILURE:g} in all)")
+                f"(a bin without rows does with probability ≤ {FAILURE:g} in all; if none does, NULL is released)")
 
     def note(self, found: Found) -> str:
         """The report's words on the bounds found and their cost."""
         spent = f"ρ={fmt(self.cost.rho)}" if self.cost.rho else f"ε={fmt(self.cost.epsilon)}"
+        if not found.passed:
+            return (f"no bounds found privately with {spent} of it: no bin of the noisy histogram reached "
+                    f"τ={self.threshold} (too few rows), so NULL is released; give bounds, or more ε")
         return f"bounds {found.text()} found privately with {spent} of it"
