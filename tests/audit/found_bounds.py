@@ -3,8 +3,9 @@
 A pair runs the real pipeline: the query is prepared once, the histogram statement runs once on
 each input, and each draw adds noise to every bin, chooses the bounds, and releases the query's
 statistics with them (which DuckDB computes once per distinct bounds and input). The output is
-(lower bound, upper bound, released value): the bounds are published in the report, so they are
-part of what is audited. The claimed (ε, δ) is the plan's cost, both parts.
+(lower bound, upper bound, released value), or ⊥ when no bin passed (the value is then NULL): the
+bounds are published in the report, so they are part of what is audited. The claimed (ε, δ) is
+the plan's cost, both parts.
 
 The worst case for the histogram is a bin at the threshold τ: x holds τ rows in it, x' one more
 (or, under replace, one row moved into it), so that whether the bin passes, and with it the upper
@@ -60,8 +61,10 @@ def found_bounds_pair(sql: str, x: t.Sequence[tuple], y: t.Sequence[tuple], poli
         def run(noise: NoiseSource) -> tuple:
             bounds = search.choose(counts[side], search_noise(noise) if search_noise else noise)
             p, rewritten, *stats = with_bounds(bounds)
-            value = first_value(release(p, rewritten, *stats[side], noise))
-            return (bounds.lower, bounds.upper, value)
+            released = release(p, rewritten, *stats[side], noise)
+            found.annotate(p, released)  # as the pipeline: NULL when no bin passed
+            value = first_value(released)
+            return None if value is None else (bounds.lower, bounds.upper, value)
         return run
 
     cost = plan.cost
@@ -90,6 +93,8 @@ TAU = _tau(1, "add_remove", 1.0)
 TAU_REPLACE = _tau(1, "replace", 1.0)
 # x: a full bin [4, 8) and τ rows in [64, 128); x': one more row there
 AT_THRESHOLD = (_rows((5.0, 300), (100.0, TAU)), _rows((5.0, 300), (100.0, TAU + 1)))
+# the only bin at the threshold: no bin passes (⊥) or the answer comes with bounds [64, 128]
+LONE = (_rows((100.0, TAU)), _rows((100.0, TAU + 1)))
 # replace: one row moved from [4, 8) into [64, 128), which holds τ − 1 rows before
 MOVED = (_rows((5.0, 301), (100.0, TAU_REPLACE - 1)), _rows((5.0, 300), (100.0, TAU_REPLACE)))
 
@@ -98,6 +103,9 @@ def cases() -> list[AuditCase]:
     return [
         AuditCase("bounds found privately: mean, a bin at the threshold gains a row",
                   lambda: found_bounds_pair(MEAN, *AT_THRESHOLD, _policy()), mechanism="laplace",
+                  trials=6_000, thorough_trials=60_000),
+        AuditCase("bounds found privately: the only bin at the threshold, ⊥ or an answer",
+                  lambda: found_bounds_pair(MEAN, *LONE, _policy()), mechanism="laplace",
                   trials=6_000, thorough_trials=60_000),
         AuditCase("bounds found privately: sum, replace moves a row into a bin at the threshold",
                   lambda: found_bounds_pair(SUM, *MOVED, _policy("replace")), mechanism="laplace",
