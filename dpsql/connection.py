@@ -21,7 +21,7 @@ import duckdb
 from dpsql.display import html_lines, html_table, render_table
 from dpsql.engine.backend import Backend
 from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import PreparedQuery, prepare, release
+from dpsql.engine.pipeline import WAITING, PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
 from dpsql.engine.sources import open_sources, with_files
 from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
@@ -203,8 +203,8 @@ class Connection:
         from dpsql.sql.target import TARGETS
 
         prepared = self.prepare(query)
-        if prepared.public:
-            raise Error("a query on public tables has no DP rewrite")
+        if prepared.public or prepared.search_sql:
+            raise Error(WAITING if prepared.search_sql else "a query on public tables has no DP rewrite")
         assert prepared.plan is not None
         if dialect == self.engine.target.name:
             return prepared.sql
@@ -243,6 +243,8 @@ class Connection:
         if reused is not None:
             return reused
         self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
+        if prepared.search_sql:  # bounds found privately: their histogram first (dpsql.engine.found)
+            return self.release(prepared, *self.engine.statistics(prepared.search_sql))
         # grouped statistics as columns (Arrow where the engine gives it, DuckDB), else as rows (one
         # ungrouped row comes faster as a tuple: an Arrow export costs about 0.4 ms)
         rewritten = prepared.rewritten
@@ -260,7 +262,8 @@ class Connection:
         """Charge the budget for ``prepared`` and release the exact ``rows`` of its statistics query.
 
         The hook for statistics computed by another engine: ``rows`` (with column ``names``)
-        must be what ``prepared.sql`` returned there. The charge commits before any noise is
+        must be what ``prepared.sql`` returned there (for bounds found privately, their histogram:
+        the query then runs on this connection's engine). The charge commits before any noise is
         drawn; whatever fails after it gives one fixed message.
         """
         if prepared.plan is None:

@@ -35,3 +35,6 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) VAR_POP(age), STDDEV_POP(
 SELECT WITH DIFFERENTIAL_PRIVACY sex, COUNT(*) AS n FROM adult GROUP BY sex HAVING COUNT(*) > 100 ORDER BY n DESC
 EXPLAIN SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, max_rows_contributed = 2, privacy_unit_column = visits.patient_id) SUM(cost, contribution_bounds_per_row => (0, 1000)) FROM visits
 WITH older AS (SELECT age FROM adult WHERE age > 60) SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) AVG(age, contribution_bounds_per_group => (60, 100)) FROM older
+SELECT DP_MEAN(capital_gain, bounds => 'auto') FROM adult WITH (epsilon = 1)
+SELECT DP_QUANTILE(capital_gain, 0.9, bounds => 'auto') FROM adult WITH (epsilon = 1)
+SELECT sex, DP_SUM(capital_gain) FROM adult GROUP BY sex WITH (epsilon = 1, bounds = 'auto')

@@ -40,6 +40,10 @@ Privacy units of several rows (the ``unit_*`` functions)
     and ``union`` is their union (given empty units to fill). A statistic is a
     name of :data:`dpsql.privacy.sensitivity.STATISTICS` or any function of the
     sorted rows (e.g. a centred sum).
+
+Vector statistics (:func:`vector_sensitivity`)
+    A histogram's L1 and L∞ sensitivities over every unit neighbour, for a function that
+    reads the units (e.g. a statement run on them in DuckDB).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from functools import cache, lru_cache
 
 from dpsql.privacy.sensitivity import (
@@ -439,3 +443,35 @@ def unit_global_sensitivity(stat: Stat, universe: Iterable[float], units: int, r
         fx = eng.f(x)  # type: ignore[arg-type]
         best = max(best, fx - lo, hi - fx)
     return best
+
+
+# ----------------------------------------------------------------------------- vector statistics
+#: A vector statistic of a dataset of units (a histogram: key → count).
+Vector = Callable[[UnitDataset], Mapping[Hashable, float]]
+
+
+def vector_sensitivity(counts: Vector, universe: Iterable[float], units: int, relation: str,
+                       max_rows: int = 1) -> tuple[float, float]:
+    """The L1 and L∞ distances, at most, between ``counts`` of a dataset of ``units`` units
+    (each of 1 to ``max_rows`` values of the universe) and ``counts`` of each of its neighbours
+    (one unit step, :func:`unit_neighbours`): the empirical sensitivities of a histogram.
+
+    ``counts`` reads the units themselves, not only their rows (a statement that truncates each
+    unit's rows needs to know whose rows they are); with ``max_rows`` 1 the units are rows.
+    """
+    u, m, rel = make_universe(universe), _check_max_rows(max_rows), _check_unit_relation(relation)
+    memo: dict[UnitDataset, Mapping[Hashable, float]] = {}
+
+    def of(x: UnitDataset) -> Mapping[Hashable, float]:
+        if x not in memo:
+            memo[x] = dict(counts(x))
+        return memo[x]
+
+    l1 = linf = 0.0
+    for x in unit_datasets(u, units, m, rel):
+        fx = of(x)
+        for y in _unit_neighbours(u, rel, m, x):
+            fy = of(y)
+            moved = [abs(fx.get(key, 0) - fy.get(key, 0)) for key in set(fx) | set(fy)]
+            l1, linf = max(l1, math.fsum(moved)), max(linf, max(moved, default=0.0))
+    return l1, linf

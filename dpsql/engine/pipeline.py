@@ -22,6 +22,9 @@ from dpsql.errors import OptionError
 
 #: the keys of a public key domain that EXPLAIN lists
 _SHOWN = 5
+#: The refusal of a query whose bounds are found privately, where one statement is expected.
+WAITING = ("this query finds its bounds privately: its statistics statement is written once they are found, "
+           "after a first statement (see EXPLAIN); run it with Connection.sql()")
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
@@ -56,6 +59,11 @@ class PreparedQuery:
     #: the engine's SQL target (:attr:`Backend.target <dpsql.engine.backend.Backend.target>`);
     #: None is DuckDB's
     target: "Target | None" = None
+    #: bounds found privately (``plan.searches``): the histogram statement that runs first
+    #: (:mod:`dpsql.engine.found`); ``rewritten`` then holds the widest bounds until they are found
+    search_sql: str = ""
+    #: the policy it was planned under (the plan is made again with the bounds found)
+    policy: "Policy | None" = field(default=None, repr=False, compare=False)
 
     @property
     def public(self) -> bool:
@@ -68,7 +76,10 @@ class PreparedQuery:
 
     @property
     def sql(self) -> str:
-        """The statement to run: the statistics query, or the public query itself."""
+        """The statement to run: the statistics query, the public query itself, or for bounds
+        found privately the histogram that runs first (:mod:`dpsql.engine.found`)."""
+        if self.search_sql:
+            return self.search_sql
         if self.rewritten is not None:
             return self.rewritten.sql
         text = self.bound.query.sql(dialect="duckdb")
@@ -106,8 +117,18 @@ class PreparedQuery:
             pretty = self.target.pretty(self.rewritten.statement)
         outer = self.plan.bound.outer
         assert outer is not None
-        lines = ["DP query", *self.rewrites, *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}",
-                 "rewritten SQL:", pretty]
+        lines = ["DP query", *self.rewrites, *self.plan.explain_lines(), f"post-processing: {outer.sql(dialect='duckdb')}"]
+        if self.search_sql:
+            from dpsql.privacy.approx_bounds import K_MAX, WIDEST
+
+            lines += ["bounds SQL (runs first; its counts get noise after the whole query is charged):",
+                      self.target.pretty(self.search_sql) if self.target is not None else
+                      sqlglot.transpile(self.search_sql, read="duckdb", write="duckdb", pretty=True)[0],
+                      "rewritten SQL (written again with the bounds found; shown with the widest, "
+                      f"±2^{K_MAX + 1} = ±{WIDEST[1]:.6g}):"]
+        else:
+            lines.append("rewritten SQL:")
+        lines.append(pretty)
         from dpsql.sql.build import value_rows
 
         for name, domain in self.rewritten.tables.items():
@@ -148,8 +169,13 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
         # infinite): it depends on the query alone, so say why, as a dpsql error.
         raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
     rewritten = rewrite(p, target)
+    search_sql = ""
+    if p.searches:
+        from dpsql.engine.found import statement
+
+        search_sql = statement(p, target)
     return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewritten, rewrites=rewrites,
-                         canonical=canonical, target=target)
+                         canonical=canonical, target=target, search_sql=search_sql, policy=policy)
 
 
 def _canonical(parsed: t.Any) -> str:
@@ -198,13 +224,43 @@ def release(
     returned (``names`` are its column names), from whichever engine ran it: its rows, or the
     same statistics as columns (:class:`~dpsql.engine.columns.Statistics`). An ungrouped
     query that only names its columns gives a :class:`~dpsql.engine.output.OneRow` (its
-    ``to_arrow()`` is the table), any other an Arrow table.
+    ``to_arrow()`` is the table), any other an Arrow table. For bounds found privately the rows
+    are the histogram's: the bounds are chosen, and ``engine`` runs the query with them
+    (:func:`dpsql.engine.found.release_found`).
     """
     from dpsql.engine.release import release as release_rows
 
     assert prepared.plan is not None and prepared.rewritten is not None
+    if prepared.search_sql:
+        return _release_found(prepared, names, rows, noise, engine)
+    if prepared.plan.waiting:  # pragma: no cover - a plan waiting for bounds has its search_sql
+        from dpsql.errors import InternalError
+
+        raise InternalError("the bounds of the query are not found yet")
     released = release_rows(prepared.plan, prepared.rewritten, names, rows, noise)
     return _output(prepared, released, engine), released
+
+
+def _release_found(prepared: PreparedQuery, names: list[str], rows: t.Any, noise: "NoiseSource",
+                   engine: "Backend") -> tuple["pa.Table | OneRow", "Released"]:
+    """:func:`release` of a query whose bounds are found privately (:mod:`dpsql.engine.found`),
+    after the charge: the bounds from the histogram's exact ``rows``, then the query with them
+    run on ``engine`` and released; its report says which bounds were found, at what cost."""
+    import dataclasses
+
+    from dpsql.engine import found
+
+    assert prepared.plan is not None and prepared.policy is not None
+    bounds = found.choose(prepared.plan, names, rows, noise)
+    p, rewritten = found.replan(prepared.plan, prepared.policy, bounds, prepared.target)
+    final = dataclasses.replace(prepared, plan=p, rewritten=rewritten, search_sql="")
+    fetch = engine.statistics_columns if rewritten.keys else engine.statistics
+    stats = fetch(rewritten.statement, rewritten.arrow_tables) if rewritten.tables else fetch(rewritten.statement)
+    from dpsql.engine.release import release as release_rows
+
+    released = release_rows(p, rewritten, *stats, noise)
+    found.annotate(p, released)  # before the post-processing reads the released columns
+    return _output(final, released, engine), released
 
 
 def _output(prepared: PreparedQuery, released: "Released", engine: "Backend") -> "pa.Table | OneRow":

@@ -34,6 +34,7 @@ from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms import AUTO, COMMON_OPTIONS, REGISTRY, Context, NoisyPart, Prepared, choices
 from dpsql.mechanisms.base import fmt
 from dpsql.privacy import units
+from dpsql.privacy.approx_bounds import SHARE, WIDEST, BoundsSearch, Found
 from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.privacy.policy import UNIT_BOUNDS, Policy
 from dpsql.privacy.units import UnitBounds
@@ -101,6 +102,15 @@ class Plan:
     conversion_delta: float | None = None
     #: the privacy unit and the contribution bounds in force (None: a row unit of one row)
     units: UnitBounds | None = None
+    #: bounds found privately: one search per aggregate that opted in (dpsql.engine.found)
+    searches: list[BoundsSearch] = field(default_factory=list)
+    #: the bounds found, by aggregate index; empty until the searches have run
+    found: dict[int, Found] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the plan waits for bounds found privately (its statement uses stand-ins)."""
+        return bool(self.searches) and not self.found
 
     def explain_lines(self) -> list[str]:
         lines = [f"budget: {self.cost} for the whole query"]
@@ -116,8 +126,15 @@ class Plan:
                     f"group keys: τ-thresholding, noisy count of {counted} {s.part.distribution}(b={fmt(s.part.scale)}), "
                     f"τ={fmt(s.threshold)}, spends {s.cost}"
                 )
+        for search in self.searches:
+            found = self.found.get(search.index)
+            lines.append(search.explain() + (f"; found {found.text()}" if found is not None else ""))
+        searched = {s.index for s in self.searches} if self.waiting else set()
         for prep, mech in zip(self.prepared, self.mechanisms):
-            facts = "; ".join(f"{k}: {v}" for k, v in prep.explain().items())
+            if prep.agg.index in searched:
+                facts = "bounds: found privately first (above); the sensitivity and noise scale follow from them"
+            else:
+                facts = "; ".join(f"{k}: {v}" for k, v in prep.explain().items())
             lines.append(f"{prep.label}: mechanism {mech}, spends {prep.cost}; {facts}")
         return lines
 
@@ -241,7 +258,28 @@ def _check_split(bound: Bound, parts: list[_Part]) -> None:
                 raise InternalError(f"{p.label} spends more {name} than its share of the budget")
 
 
-def plan(bound: Bound, policy: Policy) -> Plan:
+def _with_bounds(aggregates: list[BoundAggregate], found: dict[int, Found] | None) -> list[BoundAggregate]:
+    """The aggregates with the bounds found filled in, or, before the search, the widest bounds
+    it can return (every check and calibration then holds for whatever it finds)."""
+    out = []
+    for agg in aggregates:
+        if agg.auto_bounds:
+            if found is not None and agg.index not in found:
+                raise InternalError(f"no bounds were found for {agg.label}")
+            lower, upper = (found[agg.index].lower, found[agg.index].upper) if found is not None else WIDEST
+            agg = dataclasses.replace(agg, lower=lower, upper=upper)
+        out.append(agg)
+    return out
+
+
+def _search_share(share: Cost) -> tuple[Cost, Cost]:
+    """An aggregate's share split into the search for its bounds (SHARE of its ε or ρ) and the
+    rest, which keeps its δ."""
+    search = Cost(epsilon=SHARE * share.epsilon, rho=SHARE * share.rho)
+    return search, Cost(epsilon=share.epsilon - search.epsilon, delta=share.delta, rho=share.rho - search.rho)
+
+
+def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None) -> Plan:
     """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only.
 
     Each aggregate's mechanism is checked once (:meth:`Mechanism.check`), then the options
@@ -249,15 +287,21 @@ def plan(bound: Bound, policy: Policy) -> Plan:
     prepares its release for its share (:meth:`Mechanism.prepare`). Before anything runs, the
     split is checked to hand out exactly the query's budget (:func:`_check_split`); the plan's
     cost, what the ledger charges, is the sum of what the parts spend.
+
+    An aggregate whose bounds are found privately gives :data:`SHARE` of its share to the
+    search (:class:`BoundsSearch`) and plans its release with the rest: with the bounds
+    ``found`` (after the search ran, :mod:`dpsql.engine.found`), or else with the widest
+    bounds the search can return, so that nothing refused depends on what it finds.
     """
     opts = bound.options
+    aggregates = _with_bounds(bound.aggregates, found)
     bounds = unit_bounds(bound, policy)
     ctx = _context(bound, policy, bounds)
     _check_mechanism_option(bound)
     if opts.epsilon is None and opts.rho is None:
         raise OptionError("say how much budget the query spends: add WITH (epsilon = ...)")
     names = []
-    for agg in bound.aggregates:
+    for agg in aggregates:
         name = _choose(agg, bound)
         if name not in REGISTRY:
             raise PrivacyError(f"mechanism '{name}' is not available for {agg.label}")
@@ -293,9 +337,14 @@ def plan(bound: Bound, policy: Policy) -> Plan:
 
     prepared = []
     parts: list[_Part] = []
-    for agg, name in zip(bound.aggregates, names):
+    searches = []
+    for agg, name in zip(aggregates, names):
         mech = REGISTRY[name]
         share = Cost(epsilon=eps_share, delta=delta_share if mech.uses_delta else 0.0, rho=rho_share)
+        if agg.auto_bounds:
+            search_share, share = _search_share(share)
+            searches.append(BoundsSearch.build(agg.index, agg.label, ctx.max_rows, ctx.neighbouring, search_share))
+            parts.append(_Part(f"the bounds of {agg.label}", search_share, searches[-1].cost, False))
         prep = mech.prepare(agg, ctx, share)
         prepared.append(prep)
         parts.append(_Part(agg.label, share, prep.cost, mech.uses_delta))
@@ -320,4 +369,6 @@ def plan(bound: Bound, policy: Policy) -> Plan:
         mechanisms=names,
         conversion_delta=opts.delta if opts.rho is not None else None,
         units=bounds,
+        searches=searches,
+        found=dict(found or {}),
     )

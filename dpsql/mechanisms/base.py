@@ -220,11 +220,12 @@ class Prepared(abc.ABC):
 
 
 #: Options every query may give whatever its mechanisms: the budget, the reported intervals'
-#: confidence, public group keys, the choice of mechanism itself, and the per-unit contribution
+#: confidence, public group keys, the choice of mechanism itself, bounds found privately
+#: (``bounds = 'auto'``, planned for every mechanism: dpsql.privacy.approx_bounds), the per-unit contribution
 #: bounds (enforced in the rewritten SQL for every mechanism; they set ``Context.max_rows`` and
 #: ``Context.l2_rows``).
 COMMON_OPTIONS: frozenset[str] = frozenset({
-    "epsilon", "delta", "rho", "confidence", "keys", "mechanism",
+    "epsilon", "delta", "rho", "confidence", "keys", "mechanism", "bounds",
     "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
     *JOIN_OPTIONS,
 })

@@ -8,6 +8,7 @@
     # rho = 0.005                 # instead of epsilon: a default zCDP spend
     plain_aggregates = true       # COUNT/SUM/AVG/... over private tables become DP aggregates
     reuse_releases = "forever"    # or a duration ("90s", "15m", "1h", "7d") or "off"
+    bounds = "auto"               # an aggregate without bounds finds them privately (docs/bounds.md)
 
 Every key is optional. Without the section, a query must give its budget and use DP
 aggregates (as before), and an identical query reuses its earlier release for ever
@@ -42,6 +43,9 @@ class Defaults:
     plain_aggregates: bool = False
     #: seconds for which an identical query reuses an earlier release: ``FOREVER``, or 0 (off)
     reuse_seconds: float = FOREVER
+    #: ``"auto"``: a DP aggregate over a column without bounds finds them privately, spending a
+    #: share of its budget (``dpsql.privacy.approx_bounds``); None: such an aggregate is refused
+    bounds: str | None = None
 
     @property
     def budget_given(self) -> bool:
@@ -89,7 +93,7 @@ def parse_defaults(spec: t.Any) -> Defaults:
     """The ``[defaults]`` table of a policy (a dict), checked key by key."""
     if not isinstance(spec, dict):
         raise PolicyError("defaults must be a table of settings")
-    known = ("epsilon", "delta", "rho", "plain_aggregates", "reuse_releases")
+    known = ("epsilon", "delta", "rho", "plain_aggregates", "reuse_releases", "bounds")
     unknown = set(spec) - set(known)
     if unknown:
         raise PolicyError(f"defaults: unknown key '{sorted(unknown)[0]}' (known: {', '.join(known)})")
@@ -105,4 +109,7 @@ def parse_defaults(spec: t.Any) -> Defaults:
         raise PolicyError("defaults.plain_aggregates must be true or false")
     reuse = parse_duration("defaults.reuse_releases", spec["reuse_releases"]) \
         if "reuse_releases" in spec else FOREVER
-    return Defaults(epsilon=eps, delta=delta, rho=rho, plain_aggregates=plain, reuse_seconds=reuse)
+    bounds = spec.get("bounds")
+    if bounds is not None and bounds != "auto":
+        raise PolicyError(f"defaults.bounds must be \"auto\" (bounds found privately), got {bounds!r}")
+    return Defaults(epsilon=eps, delta=delta, rho=rho, plain_aggregates=plain, reuse_seconds=reuse, bounds=bounds)

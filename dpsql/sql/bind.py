@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpsql.errors import BindError, PrivacyError
+from dpsql.errors import BindError, OptionError, PrivacyError
+from dpsql.privacy.approx_bounds import SHARE
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql import build
 from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
@@ -76,6 +77,9 @@ class BoundAggregate:
     distinct: bool = False
     #: ... and the argument is the privacy unit itself (it counts units)
     distinct_unit: bool = False
+    #: the bounds are found privately before the release (dpsql.privacy.approx_bounds): ``lower``
+    #: and ``upper`` are None here, and the planner fills them in
+    auto_bounds: bool = False
 
     @property
     def label(self) -> str:
@@ -235,6 +239,8 @@ def _bind_select(
     if select.args.get("where") is not None:
         where.append(rel.substitute(select.args["where"].this, "WHERE"))
 
+    # bounds found privately for aggregates that have none: opted in by the query or the policy
+    auto = options.bounds == "auto" or policy.defaults.bounds == "auto"
     aggregates: list[BoundAggregate] = []
     index_of: dict[int, int] = {}  # id(node) -> aggregate index; equal calls share one release
     by_label: dict[str, int] = {}
@@ -245,8 +251,11 @@ def _bind_select(
         label = _label(node)
         if label not in by_label:
             by_label[label] = len(aggregates)
-            aggregates.append(_bind_aggregate(len(aggregates), node, rel))
+            aggregates.append(_bind_aggregate(len(aggregates), node, rel, auto))
         index_of[id(node)] = by_label[label]
+    if "bounds" in options.given and not any(a.auto_bounds for a in aggregates):
+        raise OptionError("option 'bounds' has nothing to find: every DP aggregate has bounds (in the call or "
+                          "the policy) or takes none; leave the option out")
 
     types = catalog(rel.table.name) or {}
     for agg in aggregates:
@@ -321,8 +330,12 @@ def _literal_number(node: exp.Expression | None, what: str) -> float | None:
     _refuse(f"{what} must be a number literal, got {node.sql(dialect='duckdb')}")
 
 
-def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggregate:
+def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, auto: bool = False) -> BoundAggregate:
+    """One DP aggregate; ``auto``: an aggregate without bounds finds them privately."""
     label = _label(node)
+    found = node.args.get("bounds") is not None  # bounds => 'auto' in the call
+    if found and isinstance(node, DPAgg):
+        _refuse(f"{label}: DP_AGG's bounds are those of the aggregate's value; give them: DP_AGG(agg, lower, upper)")
     arg = node.this if not isinstance(node.this, exp.Star) else None
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
     upper = _literal_number(node.args.get("upper"), f"the upper bound of {label}")
@@ -346,16 +359,20 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
     for what, bound in (("lower", lower), ("upper", upper)):  # 1e999 parses as inf
         if bound is not None and not math.isfinite(bound):
             _refuse(f"{label}: the {what} bound must be a finite number, got {bound:g}")
-    if lower is None and arg is not None and node.statistic is not Statistic.COUNT:
+    if lower is None and arg is not None and node.statistic is not Statistic.COUNT and not found:
         owner_table = rel.owner(arg)
         bounds = owner_table[0].column(column).bounds if column and owner_table else None
-        if bounds is None:
+        found = bounds is None and auto
+        if bounds is None and not auto:
             what = f"column {node.this.name}" if isinstance(node.this, exp.Column) else "the expression"
+            call = f"{node._sql_names[0]}({node.this.sql(dialect='duckdb')}"
             raise PrivacyError(
-                f"{label}: no bounds for {what}; give them in the call, e.g. "
-                f"{node._sql_names[0]}({node.this.sql(dialect='duckdb')}, 0, 100), or in the policy"
+                f"{label}: no bounds for {what}; give them in the call, e.g. {call}, 0, 100), or in the policy, "
+                f"or opt in to bounds found privately with {call}, bounds => 'auto') "
+                f"(spends {SHARE:.0%} of its ε)"
             )
-        lower, upper = bounds
+        if bounds is not None:
+            lower, upper = bounds
     quantile = None
     if isinstance(node, DPQuantile):
         quantile = _literal_number(node.args.get("quantile"), f"the quantile of {label}")
@@ -365,7 +382,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
         quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
                           inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit,
-                          column_table=column_table)
+                          column_table=column_table, auto_bounds=found)
 
 
 #: The literal (second) argument of these is a quantile, not a value.

@@ -66,8 +66,9 @@ class DPAggregate(exp.AggFunc):
 
     #: what the mechanisms compute (``Statistic.COUNT``, ``Statistic.SUM``, ...)
     statistic: t.ClassVar[Statistic]
-    #: the arguments of most DP aggregates: ``x [, lower, upper]``
-    arg_types = {"this": True, "lower": False, "upper": False}
+    #: the arguments of most DP aggregates: ``x [, lower, upper]``, or ``x, bounds => 'auto'``
+    #: (``bounds`` holds the string ``'auto'``: bounds found privately; never positional)
+    arg_types = {"this": True, "lower": False, "upper": False, "bounds": False}
 
     def __init_subclass__(cls, names: tuple[str, ...] = (), statistic: Statistic | None = None,
                           **kwargs: t.Any) -> None:
@@ -100,7 +101,7 @@ class DPQuantile(exp.Expression, DPAggregate, names=("DP_QUANTILE", "DP_PERCENTI
                  statistic=Statistic.QUANTILE):
     """``DP_QUANTILE(x, p [, lower, upper])``: ``quantile`` holds p."""
 
-    arg_types = {"this": True, "quantile": True, "lower": False, "upper": False}
+    arg_types = {"this": True, "quantile": True, "lower": False, "upper": False, "bounds": False}
 
 
 class DPMin(exp.Expression, DPAggregate, names=("DP_MIN",), statistic=Statistic.MIN): ...
@@ -217,7 +218,7 @@ def _build(cls: type[DPAggregate]) -> t.Callable[[list[exp.Expression]], exp.Exp
                 )
             else:
                 positional.append(arg)
-        slots = [k for k in cls.arg_types]
+        slots = [k for k in cls.arg_types if k != "bounds"]
         if len(positional) > len(slots):
             raise SqlglotParseError(
                 f"{cls._sql_names[0]} takes at most {len(slots)} arguments, got {len(positional)}"
@@ -225,21 +226,26 @@ def _build(cls: type[DPAggregate]) -> t.Callable[[list[exp.Expression]], exp.Exp
         kwargs: dict[str, t.Any] = dict(zip(slots, positional))
         for key, value in named.items():
             if key == "bounds":
+                if "lower" not in cls.arg_types:
+                    raise SqlglotParseError(f"{cls._sql_names[0]} takes no bounds")
+                if "lower" in kwargs or "upper" in kwargs:
+                    raise SqlglotParseError(f"{cls._sql_names[0]}: bounds given twice")
+                if _is_auto(value) and "bounds" in cls.arg_types:
+                    kwargs["bounds"] = exp.Literal.string("auto")
+                    continue
                 if not isinstance(value, (exp.Tuple, exp.Paren, exp.Array)) or len(
                     _items(value)
                 ) != 2:
                     raise SqlglotParseError(
-                        f"{cls._sql_names[0]}: bounds => must be a pair (lower, upper)"
+                        f"{cls._sql_names[0]}: bounds => must be a pair (lower, upper) or 'auto'"
                     )
                 lo, hi = _items(value)
-                if "lower" in kwargs or "upper" in kwargs:
-                    raise SqlglotParseError(f"{cls._sql_names[0]}: bounds given twice")
                 kwargs["lower"], kwargs["upper"] = lo, hi
             elif key in ("lower", "upper", "quantile", "p") and key != "this":
                 slot = "quantile" if key == "p" else key
                 if slot not in cls.arg_types:
                     raise SqlglotParseError(f"{cls._sql_names[0]} has no argument '{key}'")
-                if slot in kwargs:
+                if slot in kwargs or (slot in ("lower", "upper") and "bounds" in kwargs):
                     raise SqlglotParseError(f"{cls._sql_names[0]}: '{key}' given twice")
                 kwargs[slot] = value
             else:
@@ -254,6 +260,13 @@ def _build(cls: type[DPAggregate]) -> t.Callable[[list[exp.Expression]], exp.Exp
         return cls(**kwargs)
 
     return builder
+
+
+def _is_auto(node: exp.Expression) -> bool:
+    """``'auto'`` (or ``auto``): bounds found privately."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return str(node.this).strip().lower() == "auto"
+    return isinstance(node, (exp.Column, exp.Var)) and not getattr(node, "table", "") and node.name.lower() == "auto"
 
 
 def _items(node: exp.Expression) -> list[exp.Expression]:
@@ -352,7 +365,8 @@ def _bounds_sql(gen: t.Any, e: ContributionBounds) -> str:
 
 
 def _dpaggregate_sql(gen: t.Any, e: DPAggregate) -> str:
-    args = [gen.sql(e.args[k]) for k in e.arg_types if e.args.get(k) is not None]
+    args = [gen.sql(e.args[k]) if k != "bounds" else f"bounds => {gen.sql(e.args[k])}"
+            for k in e.arg_types if e.args.get(k) is not None]
     return f"{e._sql_names[0]}({', '.join(args)})"
 
 

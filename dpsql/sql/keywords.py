@@ -14,7 +14,7 @@ DP_FUNCTION_NAMES: tuple[str, ...] = (
 
 OPTION_KEYS: tuple[str, ...] = (
     "mechanism", "epsilon", "delta", "rho", "bound", "chunks", "confidence", "keys", "aggregator",
-    "noise", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
+    "noise", "bounds", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
     *("max_rows", "max_join_rows", "join_truncation", "left_truncation", "right_truncation"),
 )
 
@@ -25,3 +25,5 @@ JOIN_OPTIONS: tuple[str, ...] = ("max_rows", "max_join_rows", "join_truncation",
 
 AGGREGATORS = ("mean", "winsorized")
 SMOOTH_NOISE = ("laplace", "cauchy")
+#: The values of ``bounds`` (option and DP aggregate argument): bounds found privately.
+FOUND_BOUNDS = ("auto",)

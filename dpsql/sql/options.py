@@ -20,7 +20,7 @@ from sqlglot import exp
 from dpsql.errors import OptionError
 from dpsql.privacy.joins import MAX_FACTOR, Truncation, parse_truncation
 from dpsql.privacy.policy import UNIT_BOUNDS
-from dpsql.sql.keywords import AGGREGATORS, OPTION_KEYS, SMOOTH_NOISE
+from dpsql.sql.keywords import AGGREGATORS, FOUND_BOUNDS, OPTION_KEYS, SMOOTH_NOISE
 from dpsql.sql.suggest import did_you_mean
 
 #: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
@@ -44,6 +44,8 @@ class Options:
     keys: tuple[tuple[t.Any, ...], ...] | None = None
     aggregator: str = "mean"
     noise: str | None = None
+    #: ``'auto'``: aggregates without bounds find them privately (dpsql.privacy.approx_bounds)
+    bounds: str | None = None
     #: per-unit contribution bounds for this query (id privacy units; see dpsql.privacy.units)
     max_rows_per_unit: int | None = None
     max_groups_per_unit: int | None = None
@@ -190,6 +192,11 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = _string(key, node, AGGREGATORS)
         elif key == "noise":
             values[key] = _string(key, node, SMOOTH_NOISE)
+        elif key == "bounds":
+            if _word(node) not in FOUND_BOUNDS:
+                raise OptionError(f"option 'bounds' must be 'auto' (bounds found privately), got {node.sql()}; "
+                                  "numeric bounds go in the call: DP_SUM(x, 0, 100)")
+            values[key] = _word(node)
         elif key in _RANGES:
             in_range, allowed = _RANGES[key]
             x = _finite(key, number_value(key, node))

@@ -28,6 +28,7 @@ import duckdb
 
 from dpsql.admin import bruteforce
 
+from . import found_bounds
 from .harness import (
     ArrayNoise,
     AuditCase,
@@ -772,3 +773,8 @@ CASES.append(AuditCase("τ-thresholded keys, id unit: a unit in g = 3 groups abs
 CONTROLS.append(AuditCase("τ-thresholded keys, id unit: selection for g = 1, the SQL keeps the unit's 3 groups",
                           _tau_units(1), mechanism="laplace", expect="violation",
                           thorough_trials=CONTROL_TRIALS))
+
+
+# --- bounds found privately: the whole release, a bin at the threshold (tests/audit/found_bounds.py)
+CASES += found_bounds.cases()
+CONTROLS += found_bounds.controls()
