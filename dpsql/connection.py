@@ -21,8 +21,8 @@ from dpsql.display import html_lines, html_table, render_table
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
-from dpsql.engine.sources import open_sources
-from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
+from dpsql.engine.sources import expose_registered, open_sources
+from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError, QueryCancelled
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
@@ -30,6 +30,7 @@ from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
 
 if t.TYPE_CHECKING:
+    from dpsql.engine.cancel import Cancellation
     from dpsql.engine.columns import Statistics
 
 #: Plans a connection keeps, most recently used first (:meth:`Connection.prepare`).
@@ -221,37 +222,61 @@ class Connection:
 
         ``DESCRIBE t``, ``SHOW TABLES``, ``SHOW COLUMNS FROM t`` and ``information_schema``
         queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
+
+        Ctrl-C stops the engine at once and raises :class:`~dpsql.errors.QueryCancelled` (a
+        KeyboardInterrupt); nothing is charged, unless it came after the charge: then the
+        release is finished and kept in the exception's ``result`` (:mod:`dpsql.engine.cancel`).
         """
+        from dpsql.engine.cancel import Cancellation
+
+        guard = Cancellation(getattr(self.engine, "cancel", None))
+        try:
+            with guard:
+                result, charged = self._answer(query, guard)
+        except QueryCancelled:
+            raise
+        except KeyboardInterrupt:  # raised by another handler, before the charge (which holds it back)
+            raise QueryCancelled() from None
+        if guard.late and charged is not None:
+            raise QueryCancelled(f"Query cancelled after its release: {format_cost(charged, self.ledger.kind)} "
+                                 "was charged; the result is kept", result=result)
+        return result
+
+    def _answer(self, query: str, guard: "Cancellation") -> tuple[Result, Cost | None]:
+        """The result of ``query`` and what it charged (None: nothing)."""
         from dpsql.describe import answer
         from dpsql.engine.probe import NOTE, answer_probe
 
         catalog = answer(self, query)
         if catalog is not None:
-            return catalog
+            return catalog, None
         empty = answer_probe(query, self.policy, self.engine)
         if empty is not None:
-            return Result(table=empty, notes=[NOTE])
+            return Result(table=empty, notes=[NOTE]), None
         prepared = self.prepare(query)
         if prepared.explain:
             import pyarrow as pa
 
-            return Result(table=pa.table({"explain": prepared.explain_text().splitlines()}))
+            return Result(table=pa.table({"explain": prepared.explain_text().splitlines()})), None
+        guard.check()
         if prepared.public:
-            return Result(table=self.engine.public(prepared.sql))
+            return Result(table=self.engine.public(prepared.sql)), None
         reused = self._reused(prepared)
         if reused is not None:
-            return reused
-        self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
+            return reused, None
+        amount = self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
         # grouped statistics as columns where the engine gives them (DuckDB), else as rows (one
         # ungrouped row comes faster as a tuple: an Arrow export costs about 0.4 ms)
         rewritten = prepared.rewritten
         columns = getattr(self.engine, "statistics_columns", None)
         fetch = columns if columns is not None and rewritten.keys else self.engine.statistics
+        guard.check()
         if rewritten.tables:  # a public key domain, handed to DuckDB as data
             names, rows = fetch(rewritten.statement, rewritten.arrow_tables)
         else:
             names, rows = fetch(rewritten.statement)
-        return self.release(prepared, names, rows)
+        guard.hold()  # a Ctrl-C from here on lets the charge and the release finish
+        return self.release(prepared, names, rows), amount
 
     execute = sql
 
@@ -353,39 +378,6 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
-    """Make declared tables that are registered pandas/Arrow objects (or other temporary tables)
-    readable as tables of the database.
-
-    ``con.register("visits", frame)`` creates a temporary view, outside the database whose
-    tables dpsql reads. For each declared table the database lacks but the temporary catalog
-    holds, an in-memory database gets a view of the same name over it (run before the lockdown;
-    the object itself stays where it is). A database file is never written to: there such a
-    table is refused, with what to do instead.
-    """
-    database, path = con.execute(
-        "SELECT database_name, path FROM duckdb_databases() WHERE database_name = current_database()"
-    ).fetchall()[0]
-    rows = con.execute(
-        "SELECT lower(table_name), table_catalog FROM information_schema.tables "
-        "WHERE table_schema = 'main' AND table_catalog IN (?, 'temp')", [database]
-    ).fetchall()
-    where: dict[str, set[str]] = {}
-    for name, catalog in rows:
-        where.setdefault(name, set()).add(catalog)
-    for name in sorted(policy.tables):
-        if where.get(name) != {"temp"}:
-            continue
-        if path:
-            raise PolicyError(
-                f"table {name} is a registered (temporary) object, not a table of database {path}, which "
-                f"dpsql never writes to; register it on an in-memory connection (duckdb.connect()), or "
-                f"store it as a table: CREATE TABLE {name} AS ...")
-        quoted = '"' + name.replace('"', '""') + '"'
-        db = '"' + database.replace('"', '""') + '"'
-        con.execute(f"CREATE VIEW {db}.main.{quoted} AS SELECT * FROM temp.main.{quoted}")
 
 
 def report_sources(prepared: PreparedQuery) -> list[int | None]:

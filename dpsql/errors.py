@@ -87,3 +87,31 @@ class InternalError(Error):
     Its message is fixed text and never holds a value computed from the data: raised while
     releasing a result, it is reported as :class:`ExecutionError` without any details.
     """
+
+
+#: What a query stopped by Ctrl-C says (the REPL, ``-c``/``-f`` and notebooks show this line).
+CANCELLED = "Query cancelled; nothing was charged"
+
+
+class QueryCancelled(KeyboardInterrupt):
+    """Ctrl-C (SIGINT, a notebook's interrupt) stopped a query.
+
+    A :class:`KeyboardInterrupt`, not an :class:`Error`: ``except Exception`` and
+    ``except dpsql.Error`` in the caller's code do not swallow it, so Ctrl-C stops a loop of
+    queries as it stops any Python code, and ``except KeyboardInterrupt`` catches it.
+
+    Nothing is charged when the query is stopped before its release. If Ctrl-C comes after
+    the charge, the release is finished, the message says what was charged and ``result``
+    holds the released :class:`dpsql.Result` (it is ``None`` otherwise).
+    """
+
+    def __init__(self, message: str = CANCELLED, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else CANCELLED
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows this line instead of a traceback."""
+        return [str(self)]

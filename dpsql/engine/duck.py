@@ -192,6 +192,11 @@ class DuckDBEngine:
             self._scratch = scratch_connection()
         return post_process_in(self._scratch, outer, columns, rows)
 
+    def cancel(self) -> None:
+        """Stop the statement running on the connection (Ctrl-C; any thread may call this): it
+        fails with DuckDB's InterruptException, which :mod:`dpsql.engine.cancel` reports."""
+        self.connection.interrupt()
+
     def close(self) -> None:
         if self._scratch is not None:
             self._scratch.close()

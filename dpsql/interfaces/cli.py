@@ -10,7 +10,9 @@ standard input, or opens the interactive shell when standard input is a terminal
 commands (``.budget``, ``.tables``, ...) work in all of them, each on a line of its own. A
 refused or failed statement prints ``Error: ...`` on stderr (in a file, with the statement's
 number and line; a syntax error adds the line and a caret) and the exit status is 1; usage
-errors exit 2. Nothing prints a traceback.
+errors exit 2. Ctrl-C stops the running query at once and the script with it, prints
+``Query cancelled; nothing was charged`` on stderr and exits with status 130 (the shell instead
+stays open). Nothing prints a traceback.
 
 ``--engine spark`` (``--spark-master URL``, default ``local[2]``, or ``sc://host:port``) runs the
 statistics on Apache Spark (``docs/spark.md``): data files and policy tables with ``source``
@@ -34,7 +36,15 @@ import sys
 import typing as t
 
 from dpsql.errors import Error
-from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, Parser, one_line, pointer_lines
+from dpsql.interfaces.console import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Parser,
+    interrupted_line,
+    one_line,
+    pointer_lines,
+)
 from dpsql.interfaces.output import FORMATS
 
 
@@ -223,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `dpsql ... | head`: the reader left, nothing to report
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-        return EXIT_ERROR
+    except KeyboardInterrupt as err:  # Ctrl-C: the query was cancelled (dpsql.engine.cancel)
+        print(interrupted_line(err), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as err:  # a bug: still one line, never a traceback
         print(f"Error: internal error ({type(err).__name__}): {one_line(err)}", file=sys.stderr)
         return EXIT_ERROR

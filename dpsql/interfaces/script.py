@@ -9,7 +9,9 @@ run in order, as in the shell, and a failing one does not stop the others:
 * an error prints ``Error: ...`` on standard error, prefixed in a file (or piped input) with the
   statement's number and line; a syntax error adds the line and a caret under the token;
 * after the last statement, if any spent budget, one ``-- budget: ...`` line goes to standard
-  error, like the shell's line after each result.
+  error, like the shell's line after each result;
+* Ctrl-C stops the script: :class:`~dpsql.errors.QueryCancelled` goes on to the caller (the
+  command prints its line and exits with status 130), after showing a result it charged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import sys
 import typing as t
 
-from dpsql.errors import Error, ParseError
+from dpsql.errors import Error, ParseError, QueryCancelled
 from dpsql.interfaces.console import Item, one_line, pointer_lines, split_script
 from dpsql.interfaces.output import render
 from dpsql.interfaces.repl.state import ReplState
@@ -82,6 +84,10 @@ class ScriptRunner:
         except Error as err:
             self._error(err, where)
             return
+        except QueryCancelled as err:
+            if err.result is not None:  # Ctrl-C came after the charge: the released result is shown
+                self._show(err.result)
+            raise
         self._show(result)
 
     # -- printing -------------------------------------------------------------------------------

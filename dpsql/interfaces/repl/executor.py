@@ -8,7 +8,9 @@ file) and knows where text goes:
   terminal for CSV / JSON (so an ``.output`` file stays valid CSV or JSON);
 * ``Error: ...`` goes to standard error, in red when that is a terminal.
 
-A failing statement never ends the shell: the error is printed and the next one runs.
+A failing statement never ends the shell: the error is printed and the next one runs. Ctrl-C
+while statements run (a ``.read`` file included) stops them and prints one line
+(:func:`interrupted`); the shell goes on.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import time
 import typing as t
 
-from dpsql.errors import Error
-from dpsql.interfaces.console import is_special, one_line, pointer_lines, split_statements
+from dpsql.errors import Error, QueryCancelled
+from dpsql.interfaces.console import interrupted_line, is_special, one_line, pointer_lines, split_statements
 from dpsql.interfaces.output import render
 from dpsql.interfaces.repl.state import ReplState
 
@@ -76,9 +78,10 @@ def run_statement(state: ReplState, stmt: str) -> None:
     except Error as err:
         state.error(one_line(err), pointer_lines(err))
         return
-    except KeyboardInterrupt:
-        state.error("interrupted")
-        return
+    except QueryCancelled as err:
+        if err.result is not None:  # Ctrl-C came after the charge: the released result is shown
+            print_result(state, err.result)
+        raise
     except Exception as err:  # a bug: one line, and the shell goes on
         state.error(f"internal error ({type(err).__name__}): {one_line(err)}")
         return
@@ -107,10 +110,15 @@ def guarded(state: ReplState, func: t.Callable[..., None], *args: t.Any) -> None
         func(*args)
     except Error as err:
         state.error(one_line(err))
-    except KeyboardInterrupt:
-        state.error("interrupted")
     except Exception as err:
         state.error(f"internal error ({type(err).__name__}): {one_line(err)}")
+
+
+def interrupted(state: ReplState, err: KeyboardInterrupt) -> None:
+    """After Ctrl-C stopped a submission: its one line on standard error (not an error)."""
+    import sys
+
+    print(interrupted_line(err), file=sys.stderr, flush=True)
 
 
 def _spent(cost: t.Any) -> bool:
