@@ -27,7 +27,7 @@ from dpsql.errors import BindError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql import build
 from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
-from dpsql.sql.argtypes import check_argument_types
+from dpsql.sql.argtypes import check_argument_type, check_argument_types
 from dpsql.sql.build import BASE
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
@@ -245,7 +245,7 @@ def _bind_select(
         label = _label(node)
         if label not in by_label:
             by_label[label] = len(aggregates)
-            aggregates.append(_bind_aggregate(len(aggregates), node, rel))
+            aggregates.append(_bind_aggregate(len(aggregates), node, rel, catalog))
         index_of[id(node)] = by_label[label]
 
     types = catalog(rel.table.name) or {}
@@ -321,7 +321,7 @@ def _literal_number(node: exp.Expression | None, what: str) -> float | None:
     _refuse(f"{what} must be a number literal, got {node.sql(dialect='duckdb')}")
 
 
-def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggregate:
+def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catalog) -> BoundAggregate:
     label = _label(node)
     arg = node.this if not isinstance(node.this, exp.Star) else None
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
@@ -350,6 +350,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation) -> BoundAggreg
         owner_table = rel.owner(arg)
         bounds = owner_table[0].column(column).bounds if column and owner_table else None
         if bounds is None:
+            if column and owner_table:  # a text column needs converting first, not bounds
+                check_argument_type(label, node, column, (catalog(owner_table[0].name) or {}).get(column))
             what = f"column {node.this.name}" if isinstance(node.this, exp.Column) else "the expression"
             raise PrivacyError(
                 f"{label}: no bounds for {what}; give them in the call, e.g. "
