@@ -405,6 +405,21 @@ def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
         )
 
 
+def _refuse_data_file(database: t.Any, policy: t.Any) -> None:
+    """A data file is not a database: DuckDB would create a database under its name if it is
+    missing, or fail to read it as one. Say which, and how to open it."""
+    from dpsql.engine.sources import reader_of
+
+    if not isinstance(database, (str, os.PathLike)) or reader_of(str(database)) is None:
+        return
+    if not os.path.exists(database):
+        raise Error(f"data file {database} does not exist")
+    source = policy if isinstance(policy, (str, os.PathLike)) else "POLICY"
+    raise Error(f"{database} is a data file, not a DuckDB database: give it as the table's source in the "
+                f"policy (source = \"{database}\") and connect without a database, or run dpsql {database} "
+                f"--policy {source}")
+
+
 def _is_spark_session(obj: object) -> bool:
     """Whether ``obj`` is a PySpark session (classic or Spark Connect), without importing pyspark."""
     cls = type(obj)
@@ -457,6 +472,7 @@ def connect(
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:
+        _refuse_data_file(database, policy)
         try:
             con = duckdb.connect(str(database), read_only=read_only)
         except duckdb.Error as err:

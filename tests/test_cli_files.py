@@ -106,13 +106,25 @@ def test_a_data_file_opens_as_the_table_of_its_name(files: Path, capsys, source:
     assert err == ""
 
 
+@pytest.mark.parametrize("policy", ["p.toml", "two.toml"])  # two tables: no file name matches one
 @pytest.mark.parametrize("source,message", [
     ("nosuch.parquet", "Error: data file nosuch.parquet does not exist"),
     ("none/*.parquet", "Error: no file matches none/*.parquet"),
 ])
-def test_missing_data_files_are_named(files: Path, capsys, source: str, message: str) -> None:
-    code, _, err = run(capsys, source, "--policy", "p.toml", "-c", COUNT)
+def test_missing_data_files_are_named(files: Path, capsys, source: str, message: str, policy: str) -> None:
+    code, _, err = run(capsys, source, "--policy", policy, "-c", COUNT)
     assert code == 1 and err.strip() == message
+
+
+def test_connect_to_a_data_file_says_it_is_missing_or_how_to_open_it(files: Path) -> None:
+    import dpsql
+
+    with pytest.raises(dpsql.Error, match="^data file nosuch.csv does not exist$"):
+        dpsql.connect("nosuch.csv", "two.toml")
+    assert not (files / "nosuch.csv").exists()  # no DuckDB database created under its name
+    with pytest.raises(dpsql.Error, match=r"^visits.csv is a data file, not a DuckDB database: give it as the "
+                                          r"table's source in the policy \(source = \"visits.csv\"\)"):
+        dpsql.connect("visits.csv", "two.toml")
 
 
 def test_a_data_file_through_the_installed_command(files: Path) -> None:

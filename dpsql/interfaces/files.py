@@ -79,6 +79,7 @@ def policy_with_files(patterns: list[str], policy: Policy) -> Policy:
         raise Error(f"{source}: a data file ends in one of {', '.join(READERS)}")
     if len(readers) != 1:
         raise Error(f"{source}: the files of one table must be of one kind (Parquet, CSV or JSON)")
+    files = expand_files(patterns)  # a missing file is said first: naming it after a table would not help
     name = table_for(policy, patterns)
     tp = policy.tables[name]
     if tp.source:
@@ -86,7 +87,6 @@ def policy_with_files(patterns: list[str], policy: Policy) -> Policy:
                     f"drop {source} from the command line")
     if tp.catalog:
         raise Error(f"table {name} is a table of database {tp.catalog}, not one data files can stand for")
-    files = expand_files(patterns)
     tables = {**policy.tables, name: dataclasses.replace(tp, source=tuple(files))}
     return dataclasses.replace(policy, tables=tables)
 
