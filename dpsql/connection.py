@@ -50,6 +50,13 @@ class BudgetStatus:
     kind: str
     history: list[Entry]
 
+    @classmethod
+    def of(cls, ledger: Ledger) -> "BudgetStatus":
+        """What ``ledger`` records now."""
+        spent = ledger.spent()
+        return cls(total=ledger.budget.total, spent=spent, remaining=ledger.budget.remaining(spent),
+                   kind=ledger.budget.kind, history=ledger.history())
+
     def __str__(self) -> str:
         return (
             f"spent {format_cost(self.spent, self.kind)} of {format_cost(self.total, self.kind)}; "
@@ -361,13 +368,7 @@ class Connection:
 
     @property
     def budget(self) -> BudgetStatus:
-        return BudgetStatus(
-            total=self.ledger.budget.total,
-            spent=self.ledger.spent(),
-            remaining=self.ledger.remaining(),
-            kind=self.ledger.budget.kind,
-            history=self.ledger.history(),
-        )
+        return BudgetStatus.of(self.ledger)
 
     def close(self) -> None:
         self.ledger.close()

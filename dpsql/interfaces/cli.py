@@ -201,6 +201,30 @@ def set_budget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _budget_only(args: argparse.Namespace) -> bool:
+    """``--budget`` with nothing to run: the ledger is all it reads."""
+    return bool(args.budget and args.policy and not (args.command or args.file or args.init_ledger or args.demo))
+
+
+def show_budget(args: argparse.Namespace) -> int:
+    """``--budget`` alone: the ledger opened read-only (its reader need not be able to write
+    it); no database is opened, no Spark session started. A policy without a ledger keeps its
+    budget in memory: nothing has been spent from it yet."""
+    from dpsql.connection import BudgetStatus
+    from dpsql.interfaces.output import render_table
+    from dpsql.privacy.ledger import Ledger
+    from dpsql.privacy.policy import load_policy
+
+    policy = load_policy(args.policy)
+    _check_ledger(args, policy)
+    with Ledger.open(policy.ledger, policy.budget, read_only=policy.ledger is not None) as ledger:
+        status = BudgetStatus.of(ledger)
+    print(status)
+    columns, rows = status.history_rows()
+    print(render_table(columns, rows) if rows else "no query has spent budget yet", flush=True)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sensitivity":  # administrators only: reads raw data, no policy
@@ -220,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             raise Error("give either -c or -f, not both")
         if args.set_budget:
             return set_budget(args)
+        if _budget_only(args):
+            return show_budget(args)
         con = open_connection(args)
         try:
             return run(con, args)
