@@ -6,6 +6,33 @@ table). The CLI prints ``Error: <message>`` and nothing else.
 
 from __future__ import annotations
 
+import difflib
+import typing as t
+
+
+def _key(name: str) -> str:
+    return name.upper().replace("_", "").replace(" ", "")
+
+
+def nearest(word: str, candidates: t.Iterable[str], cutoff: float = 0.7) -> str | None:
+    """The candidate closest to ``word`` (compared case-insensitively, without underscores or
+    spaces), or None if none is close enough."""
+    keyed: dict[str, str] = {}
+    for c in candidates:
+        keyed.setdefault(_key(c), c)
+    found = difflib.get_close_matches(_key(word), list(keyed), n=1, cutoff=cutoff)
+    return keyed[found[0]] if found else None
+
+
+def did_you_mean(word: str, candidates: t.Iterable[str], cutoff: float = 0.7, *, exact: bool = False) -> str:
+    """``"; did you mean NAME?"`` for the nearest candidate, or ``""`` (for messages that name
+    something unknown: :mod:`dpsql.sql.suggest`). A candidate that differs from ``word`` only in
+    case, underscores or spaces is left out, unless ``exact`` (names that must match exactly,
+    such as the policy's column names: ``patientid`` for ``patient_id``)."""
+    names = [c for c in candidates if (c != word if exact else _key(c) != _key(word))]
+    guess = nearest(word, names, cutoff)
+    return f"; did you mean {guess}?" if guess else ""
+
 
 class Error(Exception):
     """Base class of every dpsql error."""
