@@ -21,7 +21,7 @@ import typing as t
 
 from dpsql.errors import Error, ParseError, QueryCancelled
 from dpsql.interfaces.console import Item, one_line, pointer_lines, split_script
-from dpsql.interfaces.output import render
+from dpsql.interfaces.output import render_result
 from dpsql.interfaces.repl.state import ReplState
 
 
@@ -29,6 +29,7 @@ class ScriptRunner:
     """Runs scripts on a connection; :attr:`failed` tells whether anything failed."""
 
     def __init__(self, con: t.Any, fmt: str = "table", report: bool = True) -> None:
+        self.con = con
         self.state = ReplState(con, fmt=fmt)
         self.state.script_runner = self._read
         self.report = report
@@ -64,6 +65,7 @@ class ScriptRunner:
                 print(f"-- budget: {self.state.con.budget}", file=sys.stderr, flush=True)
         finally:
             self.state.close_output()
+            self.state.close_opened(self.con)
 
     def _read(self, state: ReplState, text: str) -> None:
         """``.read FILE`` inside a script: the file's statements, numbered in that file."""
@@ -77,8 +79,17 @@ class ScriptRunner:
             special.dispatch(self.state, item.text)
         except Error as err:
             self._error(err, where)
+        finally:
+            if not special.is_once(item.text):
+                self.state.end_once()
 
     def _statement(self, item: Item, where: Where) -> None:
+        try:
+            self._answer(item, where)
+        finally:
+            self.state.end_once()
+
+    def _answer(self, item: Item, where: Where) -> None:
         try:
             result = self.state.con.sql(item.text)
         except Error as err:
@@ -97,7 +108,7 @@ class ScriptRunner:
         if result.columns == ["explain"]:  # EXPLAIN: plain text, whatever the format
             state.emit("\n".join(row[0] for row in result.fetchall()))
             return
-        state.emit(render(state.fmt, result.columns, result.fetchall()))
+        state.emit(render_result(state.fmt, result, types=state.types, max_rows=state.max_rows))
         if result.report or _spent(result.cost):
             self.spent = True
         if not self.report:

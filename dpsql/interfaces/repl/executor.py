@@ -20,7 +20,7 @@ import typing as t
 
 from dpsql.errors import Error, QueryCancelled
 from dpsql.interfaces.console import interrupted_line, is_special, one_line, pointer_lines, split_statements
-from dpsql.interfaces.output import render
+from dpsql.interfaces.output import render_result
 from dpsql.interfaces.repl.state import ReplState
 
 
@@ -33,7 +33,11 @@ def run_input(state: ReplState, text: str) -> None:
     if not text.strip():
         return
     if is_special(text):
-        guarded(state, special.dispatch, state, text.strip())
+        try:
+            guarded(state, special.dispatch, state, text.strip())
+        finally:
+            if not special.is_once(text):
+                state.end_once()
         return
     try:
         statements = split_statements(text)
@@ -71,7 +75,15 @@ def run_script(state: ReplState, text: str) -> None:
 
 
 def run_statement(state: ReplState, stmt: str) -> None:
-    """Run one SQL statement and print its result, report and remaining budget."""
+    """Run one SQL statement and print its result, report and remaining budget (to the
+    ``.once`` file, if one waits for it: closed after the statement, whatever happened)."""
+    try:
+        _statement(state, stmt)
+    finally:
+        state.end_once()
+
+
+def _statement(state: ReplState, stmt: str) -> None:
     start = time.perf_counter()
     try:
         result = state.con.sql(stmt)
@@ -95,7 +107,7 @@ def run_statement(state: ReplState, stmt: str) -> None:
 
 def print_result(state: ReplState, result: t.Any) -> None:
     """The rows in the current format, then (for a DP result) its report and the budget left."""
-    state.emit(render(state.fmt, result.columns, result.fetchall()))
+    state.emit(render_result(state.fmt, result, types=state.types, max_rows=state.max_rows))
     lines = [*result.report_lines(), *result.notes]
     if result.report or _spent(result.cost):
         lines.append(f"budget: {state.con.budget}")

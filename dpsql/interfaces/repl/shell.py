@@ -141,6 +141,12 @@ def make_session(
     toolbar = Toolbar(state)
     completer = DPSQLCompleter(state.con, special.completion_kinds())
     state.on_change.append(toolbar.invalidate)
+
+    def reopened() -> None:
+        completer.con = state.con
+        completer.refresh()
+
+    state.on_open.append(reopened)
     return PromptSession(
         message=[("class:prompt", PROMPT)],
         multiline=True,
@@ -190,4 +196,5 @@ def run_repl(
                 interrupted(state, err)
     finally:
         state.close_output()
+        state.close_opened(con)
     return 0
