@@ -47,7 +47,7 @@ def neighbours(d: tuple[float, ...], relation: str, max_n: int = 3) -> list[tupl
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
-@pytest.mark.parametrize("p", [0.0, 0.5, 0.8, 1.0])
+@pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 0.8, 1.0])
 def test_whole_number_candidates_brute_force_privacy(relation: str, p: float) -> None:
     """Every whole number's probability moves by at most e^ε between neighbours."""
     from dpsql.mechanisms.base import Context
