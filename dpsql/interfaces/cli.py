@@ -23,7 +23,8 @@ the command line wins over it.
 DATABASE is a DuckDB file, which must exist unless ``--create`` is given. Data files (Parquet,
 CSV, JSON, or a glob of them) open as the policy's table of the same name (the file's stem, or a
 glob's folder), or as its one table. ``--budget`` prints
-the budget spent and remaining and every charge. ``--set-budget`` makes the policy's budget the
+the budget spent and remaining and every charge; without ``-c`` or ``-f`` it opens the ledger
+read-only and nothing else. ``--set-budget`` makes the policy's budget the
 total of its ledger file (fixed when the ledger was created), records the change there, and
 exits.
 """
