@@ -23,6 +23,7 @@ from dpsql.errors import (
     ParseError,
     PolicyError,
     PrivacyError,
+    QueryCancelled,
 )
 
 if t.TYPE_CHECKING:
@@ -50,6 +51,7 @@ __all__ = [
     "ParseError",
     "PolicyError",
     "PrivacyError",
+    "QueryCancelled",
     "Result",
     "connect",
 ]

@@ -23,8 +23,8 @@ from dpsql.engine.backend import Backend
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import WAITING, PreparedQuery, prepare, release
 from dpsql.engine.sandbox import harden
-from dpsql.engine.sources import open_sources, with_files
-from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError
+from dpsql.engine.sources import expose_registered, open_sources, with_files
+from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError, QueryCancelled
 from dpsql.privacy.budget import Cost, format_cost, to_kind
 from dpsql.privacy.ledger import Entry, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
@@ -32,6 +32,7 @@ from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
 
 if t.TYPE_CHECKING:
+    from dpsql.engine.cancel import Cancellation
     from dpsql.engine.columns import Statistics
 
 #: Plans a connection keeps, most recently used first (:meth:`Connection.prepare`).
@@ -50,6 +51,13 @@ class BudgetStatus:
     remaining: Cost
     kind: str
     history: list[Entry]
+
+    @classmethod
+    def of(cls, ledger: Ledger) -> "BudgetStatus":
+        """What ``ledger`` records now."""
+        spent = ledger.spent()
+        return cls(total=ledger.budget.total, spent=spent, remaining=ledger.budget.remaining(spent),
+                   kind=ledger.budget.kind, history=ledger.history())
 
     def __str__(self) -> str:
         return (
@@ -221,30 +229,55 @@ class Connection:
 
         ``DESCRIBE t``, ``SHOW TABLES``, ``SHOW COLUMNS FROM t`` and ``information_schema``
         queries are answered from the policy and the catalog (:mod:`dpsql.describe`).
+
+        Ctrl-C stops the engine at once and raises :class:`~dpsql.errors.QueryCancelled` (a
+        KeyboardInterrupt); nothing is charged, unless it came after the charge: then the
+        release is finished and kept in the exception's ``result`` (:mod:`dpsql.engine.cancel`).
         """
+        from dpsql.engine.cancel import Cancellation
+
+        guard = Cancellation(self.engine.cancel)
+        try:
+            with guard:
+                result, charged = self._answer(query, guard)
+        except QueryCancelled:
+            raise
+        except KeyboardInterrupt:  # raised by another handler, before the charge (which holds it back)
+            raise QueryCancelled() from None
+        if guard.late and charged is not None:
+            raise QueryCancelled(f"Query cancelled after its release: {format_cost(charged, self.ledger.kind)} "
+                                 "was charged; the result is kept", result=result)
+        return result
+
+    def _answer(self, query: str, guard: "Cancellation") -> tuple[Result, Cost | None]:
+        """The result of ``query`` and what it charged (None: nothing)."""
         from dpsql.describe import answer
         from dpsql.engine.probe import NOTE, answer_probe, parse_if_probe_like
 
         catalog = answer(self, query)
         if catalog is not None:
-            return catalog
+            return catalog, None
         parsed = parse_if_probe_like(query)  # parsed once: the tree goes on to prepare()
         empty = answer_probe(query, self.policy, self.engine, parsed) if parsed is not None else None
         if empty is not None:
-            return Result(table=empty, notes=[NOTE])
+            return Result(table=empty, notes=[NOTE]), None
         prepared = self.prepare(query, parsed)
         if prepared.explain:
             import pyarrow as pa
 
-            return Result(table=pa.table({"explain": prepared.explain_text().splitlines()}))
+            return Result(table=pa.table({"explain": prepared.explain_text().splitlines()})), None
+        guard.check()
         if prepared.public:
-            return Result(table=self.engine.public(prepared.sql))
+            return Result(table=self.engine.public(prepared.sql)), None
         reused = self._reused(prepared)
         if reused is not None:
-            return reused
-        self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
+            return reused, None
+        amount = self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
+        guard.check()
         if prepared.search_sql:  # bounds found privately: their histogram first (dpsql.engine.found)
-            return self.release(prepared, *self.engine.statistics(prepared.search_sql))
+            names, rows = self.engine.statistics(prepared.search_sql)
+            guard.hold()  # the charge, the query with the found bounds and the release finish
+            return self.release(prepared, names, rows), amount
         # grouped statistics as columns (Arrow where the engine gives it, DuckDB), else as rows (one
         # ungrouped row comes faster as a tuple: an Arrow export costs about 0.4 ms)
         rewritten = prepared.rewritten
@@ -254,7 +287,8 @@ class Connection:
             names, rows = fetch(rewritten.statement, rewritten.arrow_tables)
         else:
             names, rows = fetch(rewritten.statement)
-        return self.release(prepared, names, rows)
+        guard.hold()  # a Ctrl-C from here on lets the charge and the release finish
+        return self.release(prepared, names, rows), amount
 
     execute = sql
 
@@ -341,13 +375,7 @@ class Connection:
 
     @property
     def budget(self) -> BudgetStatus:
-        return BudgetStatus(
-            total=self.ledger.budget.total,
-            spent=self.ledger.spent(),
-            remaining=self.ledger.remaining(),
-            kind=self.ledger.budget.kind,
-            history=self.ledger.history(),
-        )
+        return BudgetStatus.of(self.ledger)
 
     def close(self) -> None:
         self.ledger.close()
@@ -358,39 +386,6 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
-    """Make declared tables that are registered pandas/Arrow objects (or other temporary tables)
-    readable as tables of the database.
-
-    ``con.register("visits", frame)`` creates a temporary view, outside the database whose
-    tables dpsql reads. For each declared table the database lacks but the temporary catalog
-    holds, an in-memory database gets a view of the same name over it (run before the lockdown;
-    the object itself stays where it is). A database file is never written to: there such a
-    table is refused, with what to do instead.
-    """
-    database, path = con.execute(
-        "SELECT database_name, path FROM duckdb_databases() WHERE database_name = current_database()"
-    ).fetchall()[0]
-    rows = con.execute(
-        "SELECT lower(table_name), table_catalog FROM information_schema.tables "
-        "WHERE table_schema = 'main' AND table_catalog IN (?, 'temp')", [database]
-    ).fetchall()
-    where: dict[str, set[str]] = {}
-    for name, catalog in rows:
-        where.setdefault(name, set()).add(catalog)
-    for name in sorted(policy.tables):
-        if where.get(name) != {"temp"}:
-            continue
-        if path:
-            raise PolicyError(
-                f"table {name} is a registered (temporary) object, not a table of database {path}, which "
-                f"dpsql never writes to; register it on an in-memory connection (duckdb.connect()), or "
-                f"store it as a table: CREATE TABLE {name} AS ...")
-        quoted = '"' + name.replace('"', '""') + '"'
-        db = '"' + database.replace('"', '""') + '"'
-        con.execute(f"CREATE VIEW {db}.main.{quoted} AS SELECT * FROM temp.main.{quoted}")
 
 
 def report_sources(prepared: PreparedQuery) -> list[int | None]:
@@ -416,6 +411,21 @@ def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
             f"({ledger}): its releases are not private; use the default noise, or a policy without "
             "a ledger"
         )
+
+
+def _refuse_data_file(database: t.Any, policy: t.Any) -> None:
+    """A data file is not a database: DuckDB would create a database under its name if it is
+    missing, or fail to read it as one. Say which, and how to open it."""
+    from dpsql.engine.sources import reader_of
+
+    if not isinstance(database, (str, os.PathLike)) or reader_of(str(database)) is None:
+        return
+    if not os.path.exists(database):
+        raise Error(f"data file {database} does not exist")
+    source = policy if isinstance(policy, (str, os.PathLike)) else "POLICY"
+    raise Error(f"{database} is a data file, not a DuckDB database: give it as the table's source in the "
+                f"policy (source = \"{database}\") and connect without a database, or run dpsql {database} "
+                f"--policy {source}")
 
 
 def _is_spark_session(obj: object) -> bool:
@@ -478,6 +488,7 @@ def connect(
     if isinstance(database, duckdb.DuckDBPyConnection):
         con = database
     else:
+        _refuse_data_file(database, policy)
         try:
             con = duckdb.connect(str(database), read_only=read_only)
         except duckdb.Error as err:

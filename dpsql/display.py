@@ -25,10 +25,14 @@ def _numeric(rows: t.Sequence[t.Sequence[t.Any]], i: int) -> bool:
     return all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows if r[i] is not None)
 
 
-def render_table(columns: t.Sequence[str], rows: t.Sequence[t.Sequence[t.Any]]) -> str:
-    """A box-drawn table like DuckDB's CLI: numbers right-aligned, text left-aligned."""
+def render_table(columns: t.Sequence[str], rows: t.Sequence[t.Sequence[t.Any]],
+                 types: t.Sequence[str] | None = None) -> str:
+    """A box-drawn table like DuckDB's CLI: numbers right-aligned, text left-aligned; with
+    ``types``, each column's type on a second header line, under its name."""
     cells = [[cell(v) for v in row] for row in rows]
     widths = [len(c) for c in columns]
+    if types is not None:
+        widths = [max(w, len(ty)) for w, ty in zip(widths, types)]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
     numeric = [_numeric(rows, i) for i in range(len(columns))]
@@ -42,7 +46,10 @@ def render_table(columns: t.Sequence[str], rows: t.Sequence[t.Sequence[t.Any]]) 
             parts.append(" " + (v.rjust(w) if (num and align_numbers) else v.ljust(w)) + " ")
         return "│" + "│".join(parts) + "│"
 
-    out = [line("┌", "┬", "┐"), fmt_row(list(columns), False), line("├", "┼", "┤")]
+    out = [line("┌", "┬", "┐"), fmt_row(list(columns), False)]
+    if types is not None:
+        out.append(fmt_row(list(types), False))
+    out.append(line("├", "┼", "┤"))
     out += [fmt_row(r, True) for r in cells]
     out.append(line("└", "┴", "┘"))
     if not rows:

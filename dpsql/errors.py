@@ -6,6 +6,33 @@ table). The CLI prints ``Error: <message>`` and nothing else.
 
 from __future__ import annotations
 
+import difflib
+import typing as t
+
+
+def _key(name: str) -> str:
+    return name.upper().replace("_", "").replace(" ", "")
+
+
+def nearest(word: str, candidates: t.Iterable[str], cutoff: float = 0.7) -> str | None:
+    """The candidate closest to ``word`` (compared case-insensitively, without underscores or
+    spaces), or None if none is close enough."""
+    keyed: dict[str, str] = {}
+    for c in candidates:
+        keyed.setdefault(_key(c), c)
+    found = difflib.get_close_matches(_key(word), list(keyed), n=1, cutoff=cutoff)
+    return keyed[found[0]] if found else None
+
+
+def did_you_mean(word: str, candidates: t.Iterable[str], cutoff: float = 0.7, *, exact: bool = False) -> str:
+    """``"; did you mean NAME?"`` for the nearest candidate, or ``""`` (for messages that name
+    something unknown: :mod:`dpsql.sql.suggest`). A candidate that differs from ``word`` only in
+    case, underscores or spaces is left out, unless ``exact`` (names that must match exactly,
+    such as the policy's column names: ``patientid`` for ``patient_id``)."""
+    names = [c for c in candidates if (c != word if exact else _key(c) != _key(word))]
+    guess = nearest(word, names, cutoff)
+    return f"; did you mean {guess}?" if guess else ""
+
 
 class Error(Exception):
     """Base class of every dpsql error.
@@ -105,3 +132,30 @@ class InternalError(Error):
         import traceback
 
         return "".join(traceback.format_exception(self)).rstrip("\n").splitlines()
+
+#: What a query stopped by Ctrl-C says (the REPL, ``-c``/``-f`` and notebooks show this line).
+CANCELLED = "Query cancelled; nothing was charged"
+
+
+class QueryCancelled(KeyboardInterrupt):
+    """Ctrl-C (SIGINT, a notebook's interrupt) stopped a query.
+
+    A :class:`KeyboardInterrupt`, not an :class:`Error`: ``except Exception`` and
+    ``except dpsql.Error`` in the caller's code do not swallow it, so Ctrl-C stops a loop of
+    queries as it stops any Python code, and ``except KeyboardInterrupt`` catches it.
+
+    Nothing is charged when the query is stopped before its release. If Ctrl-C comes after
+    the charge, the release is finished, the message says what was charged and ``result``
+    holds the released :class:`dpsql.Result` (it is ``None`` otherwise).
+    """
+
+    def __init__(self, message: str = CANCELLED, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else CANCELLED
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows this line instead of a traceback."""
+        return [str(self)]

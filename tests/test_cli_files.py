@@ -106,13 +106,25 @@ def test_a_data_file_opens_as_the_table_of_its_name(files: Path, capsys, source:
     assert err == ""
 
 
+@pytest.mark.parametrize("policy", ["p.toml", "two.toml"])  # two tables: no file name matches one
 @pytest.mark.parametrize("source,message", [
     ("nosuch.parquet", "Error: data file nosuch.parquet does not exist"),
     ("none/*.parquet", "Error: no file matches none/*.parquet"),
 ])
-def test_missing_data_files_are_named(files: Path, capsys, source: str, message: str) -> None:
-    code, _, err = run(capsys, source, "--policy", "p.toml", "-c", COUNT)
+def test_missing_data_files_are_named(files: Path, capsys, source: str, message: str, policy: str) -> None:
+    code, _, err = run(capsys, source, "--policy", policy, "-c", COUNT)
     assert code == 1 and err.strip() == message
+
+
+def test_connect_to_a_data_file_says_it_is_missing_or_how_to_open_it(files: Path) -> None:
+    import dpsql
+
+    with pytest.raises(dpsql.Error, match="^data file nosuch.csv does not exist$"):
+        dpsql.connect("nosuch.csv", "two.toml")
+    assert not (files / "nosuch.csv").exists()  # no DuckDB database created under its name
+    with pytest.raises(dpsql.Error, match=r"^visits.csv is a data file, not a DuckDB database: give it as the "
+                                          r"table's source in the policy \(source = \"visits.csv\"\)"):
+        dpsql.connect("visits.csv", "two.toml")
 
 
 def test_a_data_file_through_the_installed_command(files: Path) -> None:
@@ -179,6 +191,43 @@ def test_budget_prints_spent_remaining_and_the_history(files: Path, capsys) -> N
     assert lines[0] == "spent ε=1.000, δ=0 of ε=10.000, δ=1e-05; remaining ε=9.000, δ=1e-05"
     assert any("│ 1 │" in line and "ε=1.000, δ=0" in line and "laplace" in line and COUNT[:40] in line
                for line in lines)
+
+
+def test_budget_reads_a_ledger_it_may_not_write(files: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--budget`` opens the ledger read-only: a reader without write access (simulated for
+    root, whom no file mode stops) sees it, and nothing is written next to it or into it."""
+    import hashlib
+
+    from dpsql.privacy import ledger_file
+
+    run(capsys, "visits.parquet", "--policy", "led.toml", "--init-ledger")
+    assert run(capsys, "visits.parquet", "--policy", "led.toml", "-c", COUNT)[0] == 0
+    ledger = files / "visits.ledger"
+    ledger.chmod(0o444)
+    before = hashlib.sha256(ledger.read_bytes()).hexdigest()
+    real_access = os.access
+    monkeypatch.setattr(ledger_file.os, "access",
+                        lambda path, mode: False if mode & os.W_OK else real_access(path, mode))
+    code, _, err = run(capsys, "visits.parquet", "--policy", "led.toml", "-c", COUNT)
+    assert code == 1 and "is not writable; queries charge it" in err  # a query still needs to write it
+    code, out, err = run(capsys, "visits.parquet", "--policy", "led.toml", "--budget")
+    assert code == 0 and err == ""
+    assert out.startswith("spent ε=1.000, δ=0 of ε=10.000, δ=1e-05; remaining ε=9.000, δ=1e-05\n")
+    assert "│ 1 │" in out
+    assert hashlib.sha256(ledger.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in files.glob("visits.ledger*")) == ["visits.ledger"]  # no -wal, no -shm
+
+
+def test_a_ledger_opened_read_only_refuses_charges(files: Path, capsys) -> None:
+    from dpsql.errors import LedgerError
+    from dpsql.privacy.budget import Cost
+    from dpsql.privacy.ledger import Ledger
+
+    run(capsys, "visits.parquet", "--policy", "led.toml", "--init-ledger")
+    with Ledger.open(files / "visits.ledger", None, read_only=True) as ledger:
+        assert ledger.spent() == Cost()
+        with pytest.raises(LedgerError, match="could not be charged: attempt to write a readonly database"):
+            ledger.charge(Cost(epsilon=1.0), query="q")
 
 
 def test_c_output_ends_with_the_budget_line_on_stderr(files: Path, capsys) -> None:

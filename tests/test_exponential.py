@@ -313,6 +313,26 @@ def test_quantile_90_near_the_truth(seeded_demo) -> None:
     assert sum(abs(v - exact) <= 1 for v in values) >= 180
 
 
+@pytest.mark.parametrize("grouped", [False, True])
+def test_whole_number_quantiles_are_duckdbs_at_large_epsilon(seeded_demo, grouped: bool) -> None:
+    """On whole numbers with ties, the best candidate is the value whose ranks hold p·n: DuckDB's
+    quantile_disc, and its quantile_cont where that lands on a value (58 for p = 0.9 on age, not
+    the 57 whose ranks end just short of p·n)."""
+    ps = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+    raw = _adult()
+    where = " WHERE sex = 'Male'" if grouped else ""
+    want = [raw.execute(f"SELECT quantile_disc(age, {p}), quantile_cont(age, {p}) FROM adult{where}").fetchone()
+            for p in ps]
+    assert want[4][0] == want[4][1] == 58  # p = 0.9: both DuckDB functions
+    con = seeded_demo(14)
+    calls = ", ".join(f"DP_QUANTILE(age, {p})" for p in ps)
+    group = "sex, " if grouped else ""
+    query = f"SELECT {group}{calls} FROM adult {'GROUP BY sex ' if grouped else ''}WITH (epsilon = 1e6)"
+    rows = con.sql(query).fetchall()
+    got = list(rows[[r[0] for r in rows].index("Male")][1:] if grouped else rows[0])
+    assert got == [disc for disc, _ in want]
+
+
 def test_end_to_end_report_explain_and_groups(seeded_demo) -> None:
     con = seeded_demo(13)
     text = con.explain("SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)")

@@ -128,12 +128,15 @@ def test_exceeding_is_refused_and_charges_nothing(tmp_path: Path) -> None:
         led.charge(Cost(epsilon=1.0), query="SELECT SUM(a) FROM t")
     assert str(info.value) == (
         "Cannot answer the query without exceeding the privacy budget. "
-        "Requested: ε=1.000, δ=0 Remaining: ε=0.500, δ=1e-06")
-    with pytest.raises(BudgetError, match="Requested: ε=0.000, δ=2e-06"):
+        "Requested: ε=1.000, δ=0 Remaining: ε=0.500, δ=1e-06; lower epsilon to at most 0.500, or ask the "
+        "data owner to raise the total (they raise the policy's budget and run dpsql --policy FILE --set-budget)")
+    with pytest.raises(BudgetError, match="Requested: ε=0.000, δ=2e-06 .*; lower delta to at most 1e-06, or ask"):
         led.charge(Cost(delta=2e-6))
     assert led.spent() == Cost(epsilon=1.0) and len(led.history()) == 1
     led.charge(Cost(epsilon=0.5, delta=1e-6))  # exactly what remains still fits
     assert led.remaining() == Cost()
+    with pytest.raises(BudgetError, match="; its epsilon is used up: ask the data owner to raise the total"):
+        led.charge(Cost(epsilon=0.1))
 
 
 def test_tolerance_absorbs_float_sums_but_nothing_more() -> None:

@@ -146,6 +146,19 @@ def test_a_numeric_dp_aggregate_over_text_is_refused_at_bind_time(con) -> None:
         con.explain("SELECT DP_MEDIAN(education, 0, 10) FROM adult WITH (epsilon = 1)")
 
 
+@pytest.mark.parametrize("query,expected", [
+    ("SELECT DP_SUM(occupation) FROM adult WITH (epsilon = 1)", "occupation is VARCHAR; DP_SUM needs a number"),
+    ("SELECT DP_MEAN(occupation) AS m FROM adult GROUP BY sex WITH (epsilon = 1)",
+     "occupation is VARCHAR; DP_MEAN needs a number"),
+    ("WITH x AS (SELECT occupation AS o FROM adult) SELECT DP_SUM(o) FROM x WITH (epsilon = 1)",
+     "DP_SUM(o): occupation is VARCHAR; DP_SUM needs a number"),
+])
+def test_a_text_column_without_bounds_is_named_as_text_not_asked_for_bounds(con, query: str, expected: str) -> None:
+    assert refused(con, query, BindError).startswith(expected)
+    # a number without bounds is still asked for them
+    assert "no bounds for the expression" in refused(con, "SELECT DP_SUM(age + 1) FROM adult WITH (epsilon = 1)")
+
+
 def test_through_a_cte_the_message_names_the_aggregate(con) -> None:
     message = refused(con, "WITH x AS (SELECT education AS e FROM adult) "
                            "SELECT DP_SUM(e, 0, 1) FROM x WITH (epsilon = 1)", BindError)

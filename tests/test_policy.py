@@ -120,10 +120,15 @@ def _visits(con) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("table,fragment", [
-    ({"privacy_unit": "patientid", "max_rows_per_unit": 2}, "tables.visits.privacy_unit: table visits has no column patientid"),
+    ({"privacy_unit": "patientid", "max_rows_per_unit": 2},
+     "tables.visits.privacy_unit: table visits has no column patientid; did you mean patient_id?"),
+    ({"privacy_unit": "patiend_id", "max_rows_per_unit": 2},
+     "tables.visits.privacy_unit: table visits has no column patiend_id; did you mean patient_id?"),
+    ({"privacy_unit": "person", "max_rows_per_unit": 2}, "table visits has no column person"),  # nothing near
     ({"privacy_unit": "patient_id", "max_rows_per_unit": 2, "columns": {"costs": {"lower": 0, "upper": 9}}},
-     "tables.visits.columns.costs: table visits has no column costs (the policy gives it bounds)"),
-    ({"columns": {"wards": {"keys": ["a"]}}}, "table visits has no column wards (the policy gives it key domain)"),
+     "tables.visits.columns.costs: table visits has no column costs (the policy gives it bounds); did you mean cost?"),
+    ({"columns": {"wards": {"keys": ["a"]}}},
+     "table visits has no column wards (the policy gives it key domain); did you mean ward?"),
 ])
 def test_a_policy_naming_missing_columns_is_refused_at_connect(table: dict, fragment: str) -> None:
     import dpsql
@@ -143,4 +148,17 @@ def test_a_table_created_later_is_checked_when_first_read() -> None:
     pol = {"budget": {"epsilon": 1}, "tables": {"visits": {"privacy_unit": "pid", "max_rows_per_unit": 2}}}
     con = dpsql.connect(raw, pol)  # no table yet: nothing to check
     with pytest.raises(dpsql.BindError, match="does not exist in the database"):
+        con.sql("SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)")
+
+
+def test_a_misspelt_privacy_unit_of_a_table_created_later_gets_the_nearest_column() -> None:
+    import duckdb
+
+    import dpsql
+
+    raw = duckdb.connect(":memory:")
+    pol = {"budget": {"epsilon": 1}, "tables": {"visits": {"privacy_unit": "patiend_id", "max_rows_per_unit": 2}}}
+    con = dpsql.connect(raw, pol)
+    raw.execute("CREATE TABLE visits (patient_id INTEGER, cost DOUBLE)")
+    with pytest.raises(dpsql.PolicyError, match="has no column patiend_id; did you mean patient_id[?]$"):
         con.sql("SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)")

@@ -366,3 +366,40 @@ def test_interactive_session_in_a_real_terminal(tmp_path: Path) -> None:
         assert "+WITH (epsilon = 0.5);" in history and "+.budget" in history
     finally:
         tmux("kill-server")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
+                    reason="tmux is not installed: no pseudo-terminal to drive")
+def test_ctrl_c_cancels_a_running_query_and_the_shell_goes_on(tmp_path: Path) -> None:
+    import duckdb
+
+    from tests.test_cancel import BIG, FAST, POLICY_TOML, SLOW
+
+    with duckdb.connect(str(tmp_path / "big.duckdb")) as raw:
+        raw.execute(BIG)  # a view DuckDB needs minutes to read
+    (tmp_path / "p.toml").write_text(POLICY_TOML, encoding="utf-8")
+    dpsql.connect(str(tmp_path / "big.duckdb"), str(tmp_path / "p.toml"), init_ledger=True, read_only=True).close()
+    home = tmp_path / "home"
+    home.mkdir()
+    tmux = Tmux(tmp_path / "tmux.sock")
+    cmd = (f"env HOME={home} XDG_CONFIG_HOME={home / '.config'} PYTHONPATH={ENV['PYTHONPATH']} "
+           f"{sys.executable} -m dpsql big.duckdb --policy p.toml")
+    assert tmux("new-session", "-d", "-s", "repl", "-x", "120", "-y", "50", "-c", str(tmp_path), cmd).returncode == 0
+    try:
+        tmux.wait_for("dpsql>")
+        tmux.type(FAST + ";")  # the first query imports the pipeline: then the slow one starts at once
+        tmux.wait_for("-- budget:")
+        tmux.type(SLOW + ";")
+        time.sleep(1.0)  # the statistics statement is running
+        sent = time.monotonic()
+        tmux("send-keys", "-t", "repl", "C-c")
+        screen = tmux.wait_for("Query cancelled; nothing was charged", timeout=10)
+        assert time.monotonic() - sent < 2.0, "the query went on after Ctrl-C"
+        assert "Error" not in screen and "interrupted" not in screen
+        tmux.type(FAST.replace("epsilon = 1", "epsilon = 0.5") + ";")  # the shell is still open: it runs
+        tmux.wait_for("remaining ε=8.500")  # 1 + 0.5 spent: the cancelled query charged nothing
+        tmux.type(".budget")
+        history = tmux.wait_for("│ mechanisms │").split("dpsql> .budget")[1]
+        assert "│ 2 │" in history and "│ 3 │" not in history and "FROM big" not in history
+    finally:
+        tmux("kill-server")

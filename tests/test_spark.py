@@ -318,6 +318,38 @@ def test_errors_while_reading_are_withheld_and_charge_nothing(spark) -> None:
     assert con.budget.spent == before
 
 
+def test_ctrl_c_cancels_the_spark_job_and_charges_nothing(spark) -> None:
+    """Ctrl-C while Spark runs the statistics: its jobs are cancelled (again until the statement
+    stops: the job may not be submitted yet), QueryCancelled, nothing charged, and PySpark's own
+    SIGINT handler is back afterwards."""
+    import os
+    import signal
+    import threading
+    import time
+
+    spark.range(200000).crossJoin(spark.range(200000).withColumnRenamed("id", "j")) \
+        .selectExpr("(id * 7 + j) % 100 AS x").createOrReplaceTempView("endless")
+    policy = {"budget": {"epsilon": 10.0}, "tables": {"endless": {"privacy_unit": "row", "max_rows_per_unit": 1,
+                                                                  "columns": {"x": {"lower": 0, "upper": 100}}}}}
+    con = dpsql.connect(spark, policy)
+    handler = signal.getsignal(signal.SIGINT)
+    sent: list[float] = []
+
+    def fire() -> None:
+        time.sleep(2)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(60)
+        spark.sparkContext.cancelAllJobs()  # not cancelled: fail instead of hanging
+
+    threading.Thread(target=fire, daemon=True).start()
+    with pytest.raises(dpsql.QueryCancelled, match="nothing was charged"):
+        con.sql("SELECT DP_SUM(x) FROM endless WITH (epsilon = 1)")
+    assert time.monotonic() - sent[0] < 15
+    assert con.budget.spent.epsilon == 0
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
 def test_release_on_spark_charges_and_answers(spark) -> None:
     policy = demo_policy(epsilon=3.0, delta=1e-5)
     con = dpsql.connect(spark, policy, noise=SeededNoise(3))

@@ -154,6 +154,11 @@ class Backend(abc.ABC):
         """A backend over the same data for another thread (``dpsql serve``'s workers)."""
         raise Error(f"the {self.name} engine cannot be shared by several threads")
 
+    def cancel(self) -> None:
+        """Stop the statement running now (Ctrl-C; called from another thread). An engine that
+        cannot stop one lets it finish: :mod:`dpsql.engine.cancel` then cancels after it."""
+        return None
+
     def close(self) -> None:
         """Close what dpsql opened (the data stays its owner's)."""
         if self._scratch is not None:

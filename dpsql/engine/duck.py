@@ -217,6 +217,11 @@ class DuckDBEngine(Backend):
         """An engine on a cursor of this connection: a connection of its own to the same database."""
         return DuckDBEngine(self.connection.cursor(), self.located)
 
+    def cancel(self) -> None:
+        """Stop the statement running on the connection (Ctrl-C; any thread may call this): it
+        fails with DuckDB's InterruptException, which :mod:`dpsql.engine.cancel` reports."""
+        self.connection.interrupt()
+
     def close(self) -> None:
         super().close()
         self.connection.close()

@@ -135,6 +135,10 @@ def policy_with_files(patterns: list[str], policy: Policy) -> Policy:
         raise Error(f"{source}: a data file ends in one of {', '.join(READERS)}")
     if len(readers) != 1:
         raise Error(f"{source}: the files of one table must be of one kind (Parquet, CSV or JSON)")
+    try:  # a missing file is said first: naming it after a table would not help
+        files = expand(patterns)
+    except FileNotFoundError as err:
+        raise Error(str(err)) from None
     name = table_for(policy, patterns)
     tp = policy.tables[name]
     if tp.source:
@@ -142,10 +146,6 @@ def policy_with_files(patterns: list[str], policy: Policy) -> Policy:
                     f"open the policy without {source}")
     if tp.catalog:
         raise Error(f"table {name} is a table of database {tp.catalog}, not one data files can stand for")
-    try:
-        files = expand(patterns)
-    except FileNotFoundError as err:
-        raise Error(str(err)) from None
     tables = {**policy.tables, name: dataclasses.replace(tp, source=tuple(files))}
     return dataclasses.replace(policy, tables=tables)
 
@@ -250,3 +250,36 @@ def _allow(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
     current = con.execute("SELECT current_setting('allowed_paths')").fetchall()[0][0] or []
     paths = sorted(set(current) | set(files))
     con.execute("SET allowed_paths = [" + ", ".join(literal(f) for f in paths) + "]")
+
+
+def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+    """Make declared tables that are registered pandas/Arrow objects (or other temporary tables)
+    readable as tables of the database.
+
+    ``con.register("visits", frame)`` creates a temporary view, outside the database whose
+    tables dpsql reads. For each declared table the database lacks but the temporary catalog
+    holds, an in-memory database gets a view of the same name over it (run before the lockdown;
+    the object itself stays where it is). A database file is never written to: there such a
+    table is refused, with what to do instead.
+    """
+    database, path = con.execute(
+        "SELECT database_name, path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()[0]
+    rows = con.execute(
+        "SELECT lower(table_name), table_catalog FROM information_schema.tables "
+        "WHERE table_schema = 'main' AND table_catalog IN (?, 'temp')", [database]
+    ).fetchall()
+    where: dict[str, set[str]] = {}
+    for name, catalog in rows:
+        where.setdefault(name, set()).add(catalog)
+    for name in sorted(policy.tables):
+        if where.get(name) != {"temp"}:
+            continue
+        if path:
+            raise PolicyError(
+                f"table {name} is a registered (temporary) object, not a table of database {path}, which "
+                f"dpsql never writes to; register it on an in-memory connection (duckdb.connect()), or "
+                f"store it as a table: CREATE TABLE {name} AS ...")
+        quoted = '"' + name.replace('"', '""') + '"'
+        db = '"' + database.replace('"', '""') + '"'
+        con.execute(f"CREATE VIEW {db}.main.{quoted} AS SELECT * FROM temp.main.{quoted}")

@@ -241,6 +241,19 @@ class SparkEngine(Backend):
         statements side by side)."""
         return SparkEngine(self.session)
 
+    def cancel(self) -> None:
+        """Stop the statement running (Ctrl-C; called from another thread, again until it stops:
+        a job not yet submitted cannot be cancelled). Classic Spark: ``cancelAllJobs()``, as
+        PySpark's own Ctrl-C handler does (``interruptAll()`` leaves a running ``collect()``
+        alone there); it cancels every job of the SparkContext. Spark Connect, which has no
+        SparkContext: ``interruptAll()``, every operation of the session."""
+        try:
+            context = self.session.sparkContext
+        except Exception:  # Spark Connect
+            self.session.interruptAll()
+        else:
+            context.cancelAllJobs()
+
     def close(self) -> None:
         """Close dpsql's own resources; the Spark session stays its owner's (it is stopped
         only when dpsql started it: :attr:`owns_session`)."""

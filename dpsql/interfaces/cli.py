@@ -10,7 +10,9 @@ standard input, or opens the interactive shell when standard input is a terminal
 commands (``.budget``, ``.tables``, ...) work in all of them, each on a line of its own. A
 refused or failed statement prints ``Error: ...`` on stderr (in a file, with the statement's
 number and line; a syntax error adds the line and a caret) and the exit status is 1; usage
-errors exit 2. Nothing prints a traceback.
+errors exit 2. Ctrl-C stops the running query at once and the script with it, prints
+``Query cancelled; nothing was charged`` on stderr and exits with status 130 (the shell instead
+stays open). Nothing prints a traceback.
 
 ``--engine spark`` (``--spark-master URL``, default ``local[2]``, or ``sc://host:port``) runs the
 statistics on Apache Spark (``docs/spark.md``): data files and policy tables with ``source``
@@ -21,7 +23,8 @@ the command line wins over it.
 DATABASE is a DuckDB file, which must exist unless ``--create`` is given. Data files (Parquet,
 CSV, JSON, or a glob of them) open as the policy's table of the same name (the file's stem, or a
 glob's folder), or as its one table. ``--budget`` prints
-the budget spent and remaining and every charge. ``--set-budget`` makes the policy's budget the
+the budget spent and remaining and every charge; without ``-c`` or ``-f`` it opens the ledger
+read-only and nothing else. ``--set-budget`` makes the policy's budget the
 total of its ledger file (fixed when the ledger was created), records the change there, and
 exits.
 """
@@ -34,7 +37,15 @@ import sys
 import typing as t
 
 from dpsql.errors import Error
-from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, Parser, one_line, pointer_lines
+from dpsql.interfaces.console import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Parser,
+    interrupted_line,
+    one_line,
+    pointer_lines,
+)
 from dpsql.interfaces.output import FORMATS
 
 
@@ -191,6 +202,30 @@ def set_budget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _budget_only(args: argparse.Namespace) -> bool:
+    """``--budget`` with nothing to run: the ledger is all it reads."""
+    return bool(args.budget and args.policy and not (args.command or args.file or args.init_ledger or args.demo))
+
+
+def show_budget(args: argparse.Namespace) -> int:
+    """``--budget`` alone: the ledger opened read-only (its reader need not be able to write
+    it); no database is opened, no Spark session started. A policy without a ledger keeps its
+    budget in memory: nothing has been spent from it yet."""
+    from dpsql.connection import BudgetStatus
+    from dpsql.interfaces.output import render_table
+    from dpsql.privacy.ledger import Ledger
+    from dpsql.privacy.policy import load_policy
+
+    policy = load_policy(args.policy)
+    _check_ledger(args, policy)
+    with Ledger.open(policy.ledger, policy.budget, read_only=policy.ledger is not None) as ledger:
+        status = BudgetStatus.of(ledger)
+    print(status)
+    columns, rows = status.history_rows()
+    print(render_table(columns, rows) if rows else "no query has spent budget yet", flush=True)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sensitivity":  # administrators only: reads raw data, no policy
@@ -210,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             raise Error("give either -c or -f, not both")
         if args.set_budget:
             return set_budget(args)
+        if _budget_only(args):
+            return show_budget(args)
         con = open_connection(args)
         try:
             return run(con, args)
@@ -223,9 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `dpsql ... | head`: the reader left, nothing to report
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-        return EXIT_ERROR
+    except KeyboardInterrupt as err:  # Ctrl-C: the query was cancelled (dpsql.engine.cancel)
+        print(interrupted_line(err), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as err:  # a bug: still one line, never a traceback
         print(f"Error: internal error ({type(err).__name__}): {one_line(err)}", file=sys.stderr)
         return EXIT_ERROR

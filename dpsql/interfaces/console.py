@@ -10,6 +10,8 @@ import typing as t
 from dpsql.errors import Error
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+#: the exit status after Ctrl-C (128 + SIGINT), as shells report it
+EXIT_INTERRUPTED = 130
 
 
 class Parser(argparse.ArgumentParser):
@@ -37,6 +39,14 @@ def split_statements(text: str) -> list[str]:
             start = tok.end + 1
     out.append(text[start:])
     return [s.strip() for s in out if s.strip()]
+
+
+def interrupted_line(err: BaseException) -> str:
+    """The one line a Ctrl-C prints: a cancelled query's message (nothing was charged, or what
+    was), or ``Interrupted`` when no query was running."""
+    from dpsql.errors import QueryCancelled
+
+    return one_line(err) if isinstance(err, QueryCancelled) else "Interrupted"
 
 
 def one_line(err: BaseException) -> str:

@@ -8,7 +8,9 @@ namespace (with no name, on the only connection there is) and shows each result 
 with its privacy report under it. The cell's value is the last :class:`dpsql.Result`, so it
 can be kept (``res = _``) or named up front with ``--out NAME``. A line ``.budget`` in the cell
 shows the budget. A refused statement prints one ``Error:`` line (a syntax error adds the line
-and a caret) and the cell stops there; nothing is charged for it.
+and a caret) and the cell stops there; nothing is charged for it. Interrupting the kernel while
+a query runs cancels it: the cell stops with a :class:`~dpsql.errors.QueryCancelled` (a
+KeyboardInterrupt) shown as one line, ``Query cancelled; nothing was charged``.
 
 jupysql's ``%sql`` is another way in; it needs dpsql's SQLAlchemy dialect, which this module
 does not provide.
@@ -51,6 +53,10 @@ class DPSQLMagics(Magics):
                 where = f"statement {number} (line {item.line}): " if len(items) > 1 else ""
                 _error(err, where)
                 return None
+            except KeyboardInterrupt as err:
+                if getattr(err, "result", None) is not None:  # released before Ctrl-C: shown
+                    _display(err.result)
+                raise
         if out is not None and result is not None:
             self.shell.user_ns[out] = result
         return result

@@ -9,7 +9,9 @@ run in order, as in the shell, and a failing one does not stop the others:
 * an error prints ``Error: ...`` on standard error, prefixed in a file (or piped input) with the
   statement's number and line; a syntax error adds the line and a caret under the token;
 * after the last statement, if any spent budget, one ``-- budget: ...`` line goes to standard
-  error, like the shell's line after each result.
+  error, like the shell's line after each result;
+* Ctrl-C stops the script: :class:`~dpsql.errors.QueryCancelled` goes on to the caller (the
+  command prints its line and exits with status 130), after showing a result it charged.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 import sys
 import typing as t
 
-from dpsql.errors import Error, ParseError
+from dpsql.errors import Error, ParseError, QueryCancelled
 from dpsql.interfaces.console import Item, one_line, pointer_lines, split_script
-from dpsql.interfaces.output import render
+from dpsql.interfaces.output import render_result
 from dpsql.interfaces.repl.state import ReplState
 
 
@@ -27,6 +29,7 @@ class ScriptRunner:
     """Runs scripts on a connection; :attr:`failed` tells whether anything failed."""
 
     def __init__(self, con: t.Any, fmt: str = "table", report: bool = True) -> None:
+        self.con = con
         self.state = ReplState(con, fmt=fmt)
         self.state.script_runner = self._read
         self.report = report
@@ -62,6 +65,7 @@ class ScriptRunner:
                 print(f"-- budget: {self.state.con.budget}", file=sys.stderr, flush=True)
         finally:
             self.state.close_output()
+            self.state.close_opened(self.con)
 
     def _read(self, state: ReplState, text: str) -> None:
         """``.read FILE`` inside a script: the file's statements, numbered in that file."""
@@ -75,13 +79,26 @@ class ScriptRunner:
             special.dispatch(self.state, item.text)
         except Error as err:
             self._error(err, where)
+        finally:
+            if not special.is_once(item.text):
+                self.state.end_once()
 
     def _statement(self, item: Item, where: Where) -> None:
+        try:
+            self._answer(item, where)
+        finally:
+            self.state.end_once()
+
+    def _answer(self, item: Item, where: Where) -> None:
         try:
             result = self.state.con.sql(item.text)
         except Error as err:
             self._error(err, where)
             return
+        except QueryCancelled as err:
+            if err.result is not None:  # Ctrl-C came after the charge: the released result is shown
+                self._show(err.result)
+            raise
         self._show(result)
 
     # -- printing -------------------------------------------------------------------------------
@@ -91,7 +108,7 @@ class ScriptRunner:
         if result.columns == ["explain"]:  # EXPLAIN: plain text, whatever the format
             state.emit("\n".join(row[0] for row in result.fetchall()))
             return
-        state.emit(render(state.fmt, result.columns, result.fetchall()))
+        state.emit(render_result(state.fmt, result, types=state.types, max_rows=state.max_rows))
         if result.report or _spent(result.cost):
             self.spent = True
         if not self.report:

@@ -16,10 +16,11 @@ Mechanism (Smith 2011; SPEC §4.4)
 Whole-number candidates
     On an integer column clipped to whole-number bounds (within ±2^53, where doubles hold every
     integer) the candidates are the whole numbers of [L, U] instead: a median of whole days is a
-    whole number. Each region [x_t, x_{t+1}) then holds x_{t+1} − x_t candidates, and the last
-    region also holds U. The utility and its sensitivity are the same functions of y, so the
-    guarantee below holds over this finite candidate set too (brute-forced in
-    ``tests/test_perf_paths.py``). The choice depends on the column's type and the bounds only.
+    whole number. There a data value y is a candidate of its own, whose utility is the distance
+    from p·n to the ranks it spans, so that the best y is DuckDB's ``quantile_disc`` (the value at
+    rank ⌈p·n⌉) also when values repeat: :mod:`dpsql.mechanisms.wholequantile`, with its
+    sensitivity (the same Δu) and the brute force in ``tests/test_perf_paths.py``. The choice
+    depends on the column's type and the bounds only.
 
 Sensitivity Δu of the utility (brute-forced in ``tests/test_exponential.py``, for rows and
 for units of up to m rows over :mod:`dpsql.admin.bruteforce`'s datasets of units)
@@ -82,6 +83,7 @@ from sqlglot import exp
 from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 from dpsql.mechanisms.batch import Groups, Lists, ReleasedColumn
+from dpsql.mechanisms.wholequantile import whole_regions
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
@@ -219,28 +221,16 @@ def log_weights(parts: t.Sequence[tuple[float, float, float]], k: int) -> list[f
     return out
 
 
-def candidates(parts: list[tuple[float, float, float]], lower: float, upper: float,
-               integer: bool) -> tuple[list[tuple[float, float, float]], int]:
-    """The regions as drawn and the exponent k of their grid 2^k.
-
-    By default the candidates are the points of the public grid of [L, U). With ``integer``
-    (whole-number data and bounds) they are the whole numbers of [L, U]: the grid 2^0, with U
-    itself a candidate of the last region (every region ends at the next value, the last at U).
-    """
-    if not integer:
-        return parts, grid(lower, upper)
-    lo, hi, score = parts[-1]
-    if hi != upper:  # pragma: no cover - regions always end at U
-        raise InternalError("the last region does not end at the upper bound")
-    return [*parts[:-1], (lo, hi + 1.0, score)], 0
-
-
 def draw(points: t.Sequence[Point], n: int, p: float, eps_prime: float, lower: float,
          upper: float, noise: "NoiseSource", b: int | None = None, integer: bool = False) -> float:
-    """One exponential-mechanism quantile from the order statistics around rank p·n
-    (``integer``: on the whole numbers of [L, U], :func:`candidates`)."""
+    """One exponential-mechanism quantile from the order statistics around rank p·n: on the
+    public grid of [L, U) (:func:`regions`), or with ``integer`` (whole-number data and bounds)
+    on the whole numbers of [L, U], the grid 2^0 (:func:`~dpsql.mechanisms.wholequantile.whole_regions`)."""
     b = window(eps_prime) if b is None else b
-    parts, k = candidates(regions(points, n, p, eps_prime, lower, upper, b), lower, upper, integer)
+    if integer:
+        parts, k = whole_regions(points, n, p, eps_prime, lower, upper, b), 0
+    else:
+        parts, k = regions(points, n, p, eps_prime, lower, upper, b), grid(lower, upper)
     i = noise.choice_weighted(log_weights(parts, k))
     lo, hi, _ = parts[i]
     return noise.uniform(lo, hi, k=k)

@@ -163,6 +163,22 @@ def to_kind(cost: Cost, kind: str, delta_for_conversion: float | None = None) ->
     return Cost(epsilon=cost.epsilon + eps, delta=cost.delta + float(delta_for_conversion))
 
 
+#: Who can give more budget, and how (``dpsql --help``: the ledger's total follows the policy's).
+RAISE_TOTAL = ("ask the data owner to raise the total (they raise the policy's budget and run "
+               "dpsql --policy FILE --set-budget)")
+
+
+def _next_step(over: list[tuple[str, float]]) -> str:
+    """What to do about a query that does not fit: ask for less of each part it exceeds (``over``:
+    the part's name and what remains of it), when some remains, or for a larger total."""
+    used = [name for name, left in over if left <= 0]
+    if used or not over:
+        return f"its {' and '.join(used) or 'delta'} is used up: {RAISE_TOTAL}"
+    fits = " and ".join(f"{name} to at most {format_number(left) if name != 'delta' else f'{left:g}'}"
+                        for name, left in over)
+    return f"lower {fits}, or {RAISE_TOTAL}"
+
+
 @dataclass(frozen=True)
 class Budget:
     """A total privacy budget and its accounting kind.
@@ -206,15 +222,15 @@ class Budget:
         cost = to_kind(cost, self.kind)
         t = self.total
         if self.kind == APPROX:
-            parts = [(spent.epsilon, cost.epsilon, t.epsilon), (spent.delta, cost.delta, t.delta)]
+            parts = [("epsilon", spent.epsilon, cost.epsilon, t.epsilon), ("delta", spent.delta, cost.delta, t.delta)]
         else:
-            parts = [(spent.rho, cost.rho, t.rho)]
-        over = any(math.fsum((s, c)) > limit * (1 + TOLERANCE) for s, c, limit in parts)
+            parts = [("rho", spent.rho, cost.rho, t.rho)]
+        over = [(name, limit - s) for name, s, c, limit in parts if math.fsum((s, c)) > limit * (1 + TOLERANCE)]
         if over or spent.delta + cost.delta >= 1:
             raise BudgetError(
                 "Cannot answer the query without exceeding the privacy budget. "
                 f"Requested: {format_cost(cost, self.kind)} "
-                f"Remaining: {format_cost(self.remaining(spent), self.kind)}"
+                f"Remaining: {format_cost(self.remaining(spent), self.kind)}; {_next_step(over)}"
             )
 
     def __str__(self) -> str:

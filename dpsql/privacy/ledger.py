@@ -36,6 +36,7 @@ from dpsql.privacy.ledger_file import (
     HEADER_AND_NEW_ENTRIES,
     Totals,
     add_user_column,
+    check_current,
     check_file,
     check_releases_table,
     connect,
@@ -90,13 +91,15 @@ class Ledger:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None, budget: Budget | None, *,
-             create: bool = False) -> Ledger:
+             create: bool = False, read_only: bool = False) -> Ledger:
         """Open the ledger at ``path`` (``None``: a fresh in-memory ledger for one process).
 
         A missing file is created only when ``create`` is true, with ``budget`` as its total.
         Raises LedgerError (naming the file) if it is missing, not a ledger, damaged, or its
         total is not ``budget``'s (kind and amounts). ``budget=None`` opens an existing file
         with the total it records (to read it, or to change it with :meth:`set_total`).
+        ``read_only`` opens an existing file without writing to it, also one the caller may not
+        write (``dpsql --budget``): every charge is then refused.
         """
         if path is None:
             if budget is None:
@@ -111,16 +114,19 @@ class Ledger:
                     f"budget ledger {name} does not exist; create it with create=True "
                     "(dpsql --init-ledger); dpsql never starts a fresh budget silently")
             create_file(name, budget)
-        check_file(name)
+        check_file(name, read_only)
         try:
-            conn = connect(name)
+            conn = connect(name, read_only)
         except sqlite3.Error as e:
             raise LedgerError(f"budget ledger {name} cannot be opened: {e}") from e
         try:
             recorded, created = validate(conn, name, budget)
-            conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
-            conn.execute("PRAGMA synchronous = FULL")
-            add_user_column(conn)
+            if read_only:
+                check_current(conn, name)
+            else:
+                conn.execute("PRAGMA journal_mode = WAL")  # only now: never alter a foreign file
+                conn.execute("PRAGMA synchronous = FULL")
+                add_user_column(conn)
             check_releases_table(conn, name)
         except BaseException as e:
             conn.close()

@@ -89,11 +89,20 @@ class immediate:  # lower case: it reads as a function, ``with immediate(conn):`
                 self.conn.execute("ROLLBACK")
 
 
-def connect(target: str | None) -> sqlite3.Connection:
-    """Connect with explicit transactions (BEGIN is ours); ``None`` means in memory."""
+def connect(target: str | None, read_only: bool = False) -> sqlite3.Connection:
+    """Connect with explicit transactions (BEGIN is ours); ``None`` means in memory.
+
+    ``read_only``: SQLite refuses every write. Without a ``-wal`` file next to the ledger (no
+    writer has it open, and its last one folded the log back in), the file is read as immutable:
+    a read-only SQLite in WAL mode would otherwise create ``-wal`` and ``-shm`` files, which it
+    cannot in a directory the reader may not write to, and which, left behind with the reader's
+    owner, would stop the ledger's owner from charging it."""
     if target is None:
         return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    uri = f"{Path(target).absolute().as_uri()}?mode=rw"  # mode=rw: never create a file
+    mode = "rw"  # never create a file
+    if read_only:
+        mode = "ro" if os.path.exists(target + "-wal") else "ro&immutable=1"
+    uri = f"{Path(target).absolute().as_uri()}?mode={mode}"
     return sqlite3.connect(uri, uri=True, timeout=TIMEOUT_S, isolation_level=None,
                            check_same_thread=False)
 
@@ -243,8 +252,9 @@ def spent_by(conn: sqlite3.Connection, name: str, user: str) -> Cost:
         raise LedgerError(f"budget ledger {name} is corrupted: entries sum to {e}") from e
 
 
-def check_file(path: str) -> None:
-    """Refuse before SQLite touches it a path that is not a writable SQLite file."""
+def check_file(path: str, read_only: bool = False) -> None:
+    """Refuse before SQLite touches it a path that is not a (writable, unless ``read_only``)
+    SQLite file."""
     try:
         with open(path, "rb") as f:
             head = f.read(100)
@@ -252,8 +262,9 @@ def check_file(path: str) -> None:
         raise LedgerError(f"budget ledger {path} cannot be read: {e.strerror or e}") from e
     if len(head) < 100 or not head.startswith(MAGIC):
         raise LedgerError(f"budget ledger {path} is not a SQLite database (not a dpsql ledger)")
-    if not os.access(path, os.W_OK):
-        raise LedgerError(f"budget ledger {path} is not writable")
+    if not read_only and not os.access(path, os.W_OK):
+        raise LedgerError(f"budget ledger {path} is not writable; queries charge it, so they need write "
+                          "access to it (dpsql --budget only reads it)")
 
 
 def validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tuple[Budget, str]:
@@ -299,6 +310,14 @@ def add_user_column(conn: sqlite3.Connection) -> None:
     with immediate(conn):
         if [r[1] for r in conn.execute("PRAGMA table_info(ledger_entries)")] == ENTRY_COLS_V1:
             conn.execute(ADD_USER)
+
+
+def check_current(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse, when it is opened read-only, a ledger made before entries recorded their user
+    (opening it with write access migrates it)."""
+    if [r[1] for r in conn.execute("PRAGMA table_info(ledger_entries)")] == ENTRY_COLS_V1:
+        raise LedgerError(f"budget ledger {name} was made by an older dpsql; open it once with write "
+                          "access (a query run by its owner) to bring it up to date")
 
 
 def check_releases_table(conn: sqlite3.Connection, name: str) -> None:

@@ -68,7 +68,7 @@ import typing as t
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dpsql.errors import Error, PolicyError
+from dpsql.errors import Error, PolicyError, did_you_mean
 from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
@@ -245,13 +245,14 @@ def check_against_catalog(policy: Policy, columns: t.Callable[[str], "dict[str, 
         if tp.privacy_unit != "row" and tp.privacy_unit not in have:
             raise PolicyError(
                 f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
+                f"{did_you_mean(tp.privacy_unit, have, exact=True)}"
             )
         for col, spec in sorted(tp.columns.items()):
             if col not in have:
                 what = "key domain" if spec.keys is not None and spec.bounds is None else "bounds"
                 raise PolicyError(
                     f"tables.{name}.columns.{col}: table {name} has no column {col} (the policy gives "
-                    f"it {what})"
+                    f"it {what}){did_you_mean(col, have, exact=True)}"
                 )
 
 

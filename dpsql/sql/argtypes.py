@@ -33,18 +33,23 @@ def check_argument_types(aggregates: t.Iterable[t.Any]) -> None:
     ``aggregates`` are :class:`dpsql.sql.bind.BoundAggregate` (not imported: bind calls this).
     """
     for agg in aggregates:
-        if agg.statistic is Statistic.COUNT or agg.column is None or not agg.column_type:
-            continue
-        if is_number_type(agg.column_type):
-            continue
-        name = agg.label.split("(", 1)[0]
-        written = agg.node.this
-        where = "" if getattr(written, "name", "").lower() == agg.column and written.key == "column" \
-            else f"{agg.label}: "
-        raise BindError(
-            f"{where}{agg.column} is {agg.column_type}; {name} needs a number "
-            f"(text that holds numbers can be converted: TRY_CAST({agg.column} AS DOUBLE))"
-        )
+        if agg.statistic is not Statistic.COUNT:
+            check_argument_type(agg.label, agg.node, agg.column, agg.column_type)
+
+
+def check_argument_type(label: str, node: t.Any, column: str | None, column_type: str | None) -> None:
+    """Refuse (BindError) the DP aggregate ``node`` (``label``) whose argument is the column
+    ``column`` of type ``column_type`` if that type holds no numbers. The binder checks this
+    before it asks for bounds: a text column needs converting, not bounds."""
+    if column is None or not column_type or is_number_type(column_type):
+        return
+    name = label.split("(", 1)[0]
+    written = node.this
+    where = "" if getattr(written, "name", "").lower() == column and written.key == "column" else f"{label}: "
+    raise BindError(
+        f"{where}{column} is {column_type}; {name} needs a number "
+        f"(text that holds numbers can be converted: TRY_CAST({column} AS DOUBLE))"
+    )
 
 
 def whole_numbers(agg: t.Any) -> bool:

@@ -28,7 +28,7 @@ from dpsql.privacy.approx_bounds import SHARE
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql import build
 from dpsql.sql.allow import SAFE_ANY_AGGREGATES, SAFE_NUMERIC_AGGREGATES, aggregate_name
-from dpsql.sql.argtypes import check_argument_types
+from dpsql.sql.argtypes import check_argument_type, check_argument_types
 from dpsql.sql.build import BASE
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
@@ -251,7 +251,7 @@ def _bind_select(
         label = _label(node)
         if label not in by_label:
             by_label[label] = len(aggregates)
-            aggregates.append(_bind_aggregate(len(aggregates), node, rel, auto))
+            aggregates.append(_bind_aggregate(len(aggregates), node, rel, catalog, auto))
         index_of[id(node)] = by_label[label]
     if "bounds" in options.given and not any(a.auto_bounds for a in aggregates):
         raise OptionError("option 'bounds' has nothing to find: every DP aggregate has bounds (in the call or "
@@ -330,7 +330,8 @@ def _literal_number(node: exp.Expression | None, what: str) -> float | None:
     _refuse(f"{what} must be a number literal, got {node.sql(dialect='duckdb')}")
 
 
-def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, auto: bool = False) -> BoundAggregate:
+def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catalog,
+                    auto: bool = False) -> BoundAggregate:
     """One DP aggregate; ``auto``: an aggregate without bounds finds them privately."""
     label = _label(node)
     found = node.args.get("bounds") is not None  # bounds => 'auto' in the call
@@ -363,6 +364,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, auto: bool = F
         owner_table = rel.owner(arg)
         bounds = owner_table[0].column(column).bounds if column and owner_table else None
         found = bounds is None and auto
+        if bounds is None and column and owner_table:  # a text column needs converting first, not bounds
+            check_argument_type(label, node, column, (catalog(owner_table[0].name) or {}).get(column))
         if bounds is None and not auto:
             what = f"column {node.this.name}" if isinstance(node.this, exp.Column) else "the expression"
             call = f"{node._sql_names[0]}({node.this.sql(dialect='duckdb')}"

@@ -149,7 +149,8 @@ def _declared(table: exp.Table, policy: Policy, catalog: Catalog) -> TablePolicy
     if columns is None:
         raise BindError(f"table {name} is in the policy but does not exist in the database")
     if tp.privacy_unit != "row" and tp.privacy_unit not in columns:
-        raise PolicyError(f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}")
+        raise PolicyError(f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
+                          f"{did_you_mean(tp.privacy_unit, columns, exact=True)}")
     return tp
 
 

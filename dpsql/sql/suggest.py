@@ -3,37 +3,22 @@
 Used by the messages that name something unknown (a DP function, a column, a table, an option,
 a mechanism). Names are compared case-insensitively and without underscores or spaces
 (``DP_MEDAN`` is near ``DP_MEDIAN``, ``GROUPBY`` near ``GROUP BY``), with :mod:`difflib`.
+:func:`nearest` and :func:`did_you_mean` live in :mod:`dpsql.errors`, so that the policy's
+checks (a layer below this one) use them too.
 """
 
 from __future__ import annotations
 
-import difflib
-import typing as t
-
 from sqlglot import exp
 
-from dpsql.errors import BindError
+from dpsql.errors import BindError, did_you_mean, nearest
 from dpsql.sql.keywords import DP_FUNCTION_NAMES
+
+__all__ = ["check_dp_function_names", "did_you_mean", "nearest"]
 
 
 def _key(name: str) -> str:
     return name.upper().replace("_", "").replace(" ", "")
-
-
-def nearest(word: str, candidates: t.Iterable[str], cutoff: float = 0.7) -> str | None:
-    """The candidate closest to ``word``, or None if none is close enough."""
-    keyed: dict[str, str] = {}
-    for c in candidates:
-        keyed.setdefault(_key(c), c)
-    found = difflib.get_close_matches(_key(word), list(keyed), n=1, cutoff=cutoff)
-    return keyed[found[0]] if found else None
-
-
-def did_you_mean(word: str, candidates: t.Iterable[str], cutoff: float = 0.7) -> str:
-    """``"; did you mean NAME?"`` for the nearest candidate, or ``""``."""
-    names = [c for c in candidates if _key(c) != _key(word)]
-    guess = nearest(word, names, cutoff)
-    return f"; did you mean {guess}?" if guess else ""
 
 
 def check_dp_function_names(query: exp.Expression) -> None:

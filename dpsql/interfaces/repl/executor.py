@@ -8,7 +8,9 @@ file) and knows where text goes:
   terminal for CSV / JSON (so an ``.output`` file stays valid CSV or JSON);
 * ``Error: ...`` goes to standard error, in red when that is a terminal.
 
-A failing statement never ends the shell: the error is printed and the next one runs.
+A failing statement never ends the shell: the error is printed and the next one runs. Ctrl-C
+while statements run (a ``.read`` file included) stops them and prints one line
+(:func:`interrupted`); the shell goes on.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from __future__ import annotations
 import time
 import typing as t
 
-from dpsql.errors import Error
-from dpsql.interfaces.console import is_special, one_line, pointer_lines, split_statements
-from dpsql.interfaces.output import render
+from dpsql.errors import Error, QueryCancelled
+from dpsql.interfaces.console import interrupted_line, is_special, one_line, pointer_lines, split_statements
+from dpsql.interfaces.output import render_result
 from dpsql.interfaces.repl.state import ReplState
 
 
@@ -31,7 +33,11 @@ def run_input(state: ReplState, text: str) -> None:
     if not text.strip():
         return
     if is_special(text):
-        guarded(state, special.dispatch, state, text.strip())
+        try:
+            guarded(state, special.dispatch, state, text.strip())
+        finally:
+            if not special.is_once(text):
+                state.end_once()
         return
     try:
         statements = split_statements(text)
@@ -69,16 +75,25 @@ def run_script(state: ReplState, text: str) -> None:
 
 
 def run_statement(state: ReplState, stmt: str) -> None:
-    """Run one SQL statement and print its result, report and remaining budget."""
+    """Run one SQL statement and print its result, report and remaining budget (to the
+    ``.once`` file, if one waits for it: closed after the statement, whatever happened)."""
+    try:
+        _statement(state, stmt)
+    finally:
+        state.end_once()
+
+
+def _statement(state: ReplState, stmt: str) -> None:
     start = time.perf_counter()
     try:
         result = state.con.sql(stmt)
     except Error as err:
         state.error(one_line(err), pointer_lines(err))
         return
-    except KeyboardInterrupt:
-        state.error("interrupted")
-        return
+    except QueryCancelled as err:
+        if err.result is not None:  # Ctrl-C came after the charge: the released result is shown
+            print_result(state, err.result)
+        raise
     except Exception as err:  # a bug: one line, and the shell goes on
         state.error(f"internal error ({type(err).__name__}): {one_line(err)}")
         return
@@ -93,7 +108,7 @@ def run_statement(state: ReplState, stmt: str) -> None:
 
 def print_result(state: ReplState, result: t.Any) -> None:
     """The rows in the current format, then (for a DP result) its report and the budget left."""
-    state.emit(render(state.fmt, result.columns, result.fetchall()))
+    state.emit(render_result(state.fmt, result, types=state.types, max_rows=state.max_rows))
     lines = [*result.report_lines(), *result.notes]
     if result.report or _spent(result.cost):
         lines.append(f"budget: {state.con.budget}")
@@ -108,10 +123,15 @@ def guarded(state: ReplState, func: t.Callable[..., None], *args: t.Any) -> None
         func(*args)
     except Error as err:
         state.error(one_line(err))
-    except KeyboardInterrupt:
-        state.error("interrupted")
     except Exception as err:
         state.error(f"internal error ({type(err).__name__}): {one_line(err)}")
+
+
+def interrupted(state: ReplState, err: KeyboardInterrupt) -> None:
+    """After Ctrl-C stopped a submission: its one line on standard error (not an error)."""
+    import sys
+
+    print(interrupted_line(err), file=sys.stderr, flush=True)
 
 
 def _spent(cost: t.Any) -> bool:

@@ -5,7 +5,8 @@
 * highlighting with :class:`~dpsql.interfaces.repl.lexer.DPSQLLexer`, completion with
   :class:`~dpsql.interfaces.repl.completer.DPSQLCompleter`, suggestions from history;
 * history in ``$XDG_CONFIG_HOME/dpsql/history`` (default ``~/.config/dpsql/history``);
-* Ctrl-C clears the current input, Ctrl-D on an empty line exits;
+* Ctrl-C clears the current input; while a statement runs it cancels it (nothing is charged)
+  and the shell goes on; Ctrl-D on an empty line exits;
 * a bottom toolbar shows the remaining budget and the output mode.
 """
 
@@ -27,7 +28,7 @@ from pygments.token import Keyword, Name
 
 from dpsql.interfaces.repl import special
 from dpsql.interfaces.repl.completer import DPSQLCompleter
-from dpsql.interfaces.repl.executor import is_special, run_input
+from dpsql.interfaces.repl.executor import interrupted, is_special, run_input
 from dpsql.interfaces.repl.lexer import DPSQLLexer
 from dpsql.interfaces.repl.state import ReplState
 
@@ -140,6 +141,12 @@ def make_session(
     toolbar = Toolbar(state)
     completer = DPSQLCompleter(state.con, special.completion_kinds())
     state.on_change.append(toolbar.invalidate)
+
+    def reopened() -> None:
+        completer.con = state.con
+        completer.refresh()
+
+    state.on_open.append(reopened)
     return PromptSession(
         message=[("class:prompt", PROMPT)],
         multiline=True,
@@ -183,7 +190,11 @@ def run_repl(
                 continue
             except EOFError:
                 break
-            run_input(state, text)
+            try:
+                run_input(state, text)
+            except KeyboardInterrupt as err:  # Ctrl-C while it ran: stopped, and the shell goes on
+                interrupted(state, err)
     finally:
         state.close_output()
+        state.close_opened(con)
     return 0

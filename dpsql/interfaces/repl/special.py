@@ -72,6 +72,12 @@ def dispatch(state: ReplState, line: str) -> None:
     COMMANDS[name].func(state, arg.strip().rstrip(";").strip())
 
 
+def is_once(line: str) -> bool:
+    """Whether ``line`` is the ``.once`` command (whose file waits for what comes next)."""
+    words = line.split()
+    return bool(words) and resolve(words[0].rstrip(";")) == ".once"
+
+
 def completion_kinds() -> dict[str, t.Any]:
     """``{name or alias: argument kind}`` for the completer."""
     kinds = {name: cmd.arg for name, cmd in COMMANDS.items()}
@@ -117,7 +123,8 @@ def _help(state: ReplState, arg: str) -> None:
         also = f"  [{aliases}]" if aliases else ""
         state.emit(f"{usage.ljust(width)}  {text}{also}")
     if not arg:
-        state.emit("SQL statements end with ';' and may span lines; Ctrl-C clears the input, Ctrl-D exits.")
+        state.emit("SQL statements end with ';' and may span lines; Ctrl-C clears the input or cancels a "
+                   "running query, Ctrl-D exits.")
 
 
 @command(".tables", "list the tables the policy declares", aliases=("\\dt",))
@@ -261,6 +268,41 @@ def _plot(state: ReplState, arg: str) -> None:
     except ValueError as err:  # matplotlib: an extension it has no writer for
         raise Error(f"cannot write {path}: {err}; use .png, .svg or .pdf") from None
     state.echo(f"chart written to {path}")
+
+
+@command(".once", "send the output of the next statement (or command) to FILE, then to the screen again",
+         usage="FILE", arg="file")
+def _once(state: ReplState, arg: str) -> None:
+    state.set_once(_one_path(arg, ".once FILE"))
+
+
+@command(".maxrows", "rows a table shows at most (0: all of them)", usage="N")
+def _maxrows(state: ReplState, arg: str) -> None:
+    if not arg:
+        state.echo(f"maxrows: {state.max_rows or 'all'}")
+        return
+    if not arg.isdigit():
+        raise Error("usage: .maxrows N (a whole number of rows; 0 shows them all)")
+    state.max_rows = int(arg)
+
+
+@command(".types", "show each column's type under its name in tables", usage="on|off", arg=("on", "off"))
+def _types(state: ReplState, arg: str) -> None:
+    if not arg:
+        state.echo(f"types: {'on' if state.types else 'off'}")
+        return
+    state.types = _on_off(arg, ".types")
+
+
+@command(".open", "the same policy and budget on another DuckDB database FILE", usage="FILE", arg="file")
+def _open(state: ReplState, arg: str) -> None:
+    from dpsql.interfaces.repl.reopen import reopen
+
+    path = _one_path(arg, ".open FILE")
+    state.opened(reopen(state.con, path))
+    tables = ", ".join(state.con.tables()) or "none of the policy's tables"
+    state.echo(f"opened {path} (tables: {tables}); the budget goes on: remaining "
+               f"{format_cost(state.con.ledger.remaining(), state.con.ledger.kind)}")
 
 
 @command(".timer", "show how long each query takes", usage="on|off", arg=("on", "off"))

@@ -1,4 +1,5 @@
-"""The shell's mutable state: output format, timer, the ``.output`` target and its streams.
+"""The shell's mutable state: output format, timer, the ``.output`` and ``.once`` targets and
+their streams.
 
 Kept apart from the executor and the special commands so that both can use it without
 importing each other.
@@ -27,9 +28,15 @@ class ReplState:
     fmt: str = "table"
     timer: bool = False
     quit: bool = False
+    #: ``.types on``: column types on a second header line of tables
+    types: bool = False
+    #: ``.maxrows N``: rows a table shows (0: all)
+    max_rows: int = 0
     #: the file ``.output FILE`` opened, or ``None`` for standard output
     target_file: t.TextIO | None = None
     target_name: str | None = None
+    #: the file ``.once FILE`` opened: the next statement's output goes there, then it is closed
+    once_file: t.TextIO | None = None
     read_depth: int = 0
     #: the files ``.read`` is running, innermost last
     read_files: list[str] = field(default_factory=list)
@@ -37,6 +44,8 @@ class ReplState:
     last: t.Any = None
     #: called after every statement that may have spent budget (the shell refreshes its toolbar)
     on_change: list[t.Callable[[], None]] = field(default_factory=list)
+    #: called after ``.open`` replaced :attr:`con` (the completer reads the new catalog)
+    on_open: list[t.Callable[[], None]] = field(default_factory=list)
     #: runs a script of statements and special commands (``.read``); set by the executor
     script_runner: t.Callable[["ReplState", str], None] | None = None
 
@@ -44,7 +53,9 @@ class ReplState:
 
     @property
     def target(self) -> t.TextIO:
-        """Where results go: the ``.output`` file or standard output."""
+        """Where results go: the ``.once`` file, the ``.output`` file or standard output."""
+        if self.once_file is not None:
+            return self.once_file
         return self.target_file if self.target_file is not None else sys.stdout
 
     def echo(self, text: str = "") -> None:
@@ -75,18 +86,33 @@ class ReplState:
         Refuses (Error) a path that is, or resolves to, a file of the connection: see
         :func:`refuse_connection_file`.
         """
-        if path is not None:
-            refuse_connection_file(self.con, path)
-            try:
-                fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - kept open until .output
-            except OSError as err:
-                raise Error(f"cannot write {path}: {err.strerror}") from None
+        fh = self._open(path) if path is not None else None
         self.close_output()
-        if path is not None:
+        if fh is not None:
             self.target_file, self.target_name = fh, path
 
+    def set_once(self, path: str) -> None:
+        """Send the next statement's output to ``path`` (truncated); :meth:`end_once` after it."""
+        fh = self._open(path)
+        self.end_once()
+        self.once_file = fh
+
+    def end_once(self) -> None:
+        """Close the ``.once`` file, if any: output goes where it went before."""
+        if self.once_file is not None:
+            self.once_file.close()
+            self.once_file = None
+
+    def _open(self, path: str) -> t.TextIO:
+        refuse_connection_file(self.con, path)
+        try:
+            return open(path, "w", encoding="utf-8")  # noqa: SIM115 - kept open until .output or the next result
+        except OSError as err:
+            raise Error(f"cannot write {path}: {err.strerror}") from None
+
     def close_output(self) -> None:
-        """Close the ``.output`` file, if any."""
+        """Close the ``.output`` file, if any (and a ``.once`` file not used yet)."""
+        self.end_once()
         if self.target_file is not None:
             self.target_file.close()
         self.target_file, self.target_name = None, None
@@ -94,6 +120,19 @@ class ReplState:
     def changed(self) -> None:
         for callback in self.on_change:
             callback()
+
+    def opened(self, con: t.Any) -> None:
+        """``.open`` made ``con`` the connection: tell whoever reads the catalog."""
+        self.con = con
+        for callback in self.on_open:
+            callback()
+        self.changed()
+
+    def close_opened(self, original: t.Any) -> None:
+        """At the end: close the DuckDB of a connection ``.open`` made (the ledger is
+        ``original``'s, which its owner closes)."""
+        if self.con is not original:
+            self.con.engine.close()
 
 
 def connection_files(con: t.Any) -> list[tuple[str, str]]:
