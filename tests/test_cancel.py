@@ -99,8 +99,8 @@ def test_ctrl_c_stops_a_running_query_at_once_and_charges_nothing(con: dpsql.Con
 def test_ctrl_c_before_the_statistics_run_stops_the_query(con: dpsql.Connection, monkeypatch) -> None:
     prepare = dpsql.Connection.prepare
 
-    def slow_planning(self: dpsql.Connection, query: str) -> t.Any:
-        prepared = prepare(self, query)
+    def slow_planning(self: dpsql.Connection, query: str, parsed: t.Any = None) -> t.Any:
+        prepared = prepare(self, query, parsed)
         signal.raise_signal(signal.SIGINT)  # while planning: the statistics must not run at all
         return prepared
 

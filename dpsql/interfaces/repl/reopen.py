@@ -25,10 +25,11 @@ def reopen(con: "Connection", path: str) -> "Connection":
     import duckdb
 
     from dpsql.connection import Connection
+    from dpsql.engine.duck import DuckDBEngine
     from dpsql.engine.sandbox import harden
     from dpsql.engine.sources import expose_registered, open_sources, reader_of
 
-    if con.engine.name != "duckdb":
+    if not isinstance(con.engine, DuckDBEngine):
         raise Error(f".open opens a DuckDB database; this shell runs on {con.engine.name}, whose tables come "
                     "from its session")
     if reader_of(path) is not None:
