@@ -148,27 +148,35 @@ def is_catalog_query(tree: exp.Expression | None) -> bool:
 # -- the names PostgreSQL gives output columns --------------------------------------------------
 
 def _pg_name(node: exp.Expression) -> str:
+    return _named(node)[0]
+
+
+def _named(node: exp.Expression) -> tuple[str, int]:
+    """PostgreSQL's name for an output column and how strongly it holds (a cast's type name
+    replaces a weaker one: ``$1::regtype::oid`` is ``oid``, ``x::text`` stays ``x``)."""
     if isinstance(node, exp.Alias):
-        return node.alias
+        return node.alias, 3
     if isinstance(node, exp.Column):
-        return node.name
-    if isinstance(node, exp.Dot) and isinstance(node.expression, (exp.Identifier, exp.Func)):
-        return _pg_name(node.expression) if isinstance(node.expression, exp.Func) else node.expression.name
+        return node.name, 2
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+        return node.expression.name, 2
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        return _named(node.expression)
     if isinstance(node, exp.Cast):
-        inner = _pg_name(node.this)
-        return inner if inner != "?column?" else _type_name(node).split("(")[0]
+        inner = _named(node.this)
+        return inner if inner[1] > 1 else (_type_name(node).split("(")[0], 1)
     if isinstance(node, (exp.Paren, exp.Bracket)):
-        return _pg_name(node.this)
+        return _named(node.this)
     if isinstance(node, exp.Anonymous):
-        return str(node.this).lower()
-    if isinstance(node, exp.Case):
-        return "case"
+        return str(node.this).lower(), 2
+    if isinstance(node, (exp.Case, exp.Array)):
+        return ("case" if isinstance(node, exp.Case) else "array"), 1
     if isinstance(node, exp.Func):
         names = {exp.CurrentVersion: "version", exp.GroupConcat: "string_agg"}
-        return names.get(type(node)) or type(node).sql_names()[0].lower()
+        return names.get(type(node)) or type(node).sql_names()[0].lower(), 2
     if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select) and len(node.this.expressions) == 1:
-        return _pg_name(node.this.expressions[0])
-    return "?column?"
+        return _named(node.this.expressions[0])
+    return "?column?", 0
 
 
 def _first_select(tree: exp.Expression) -> exp.Select | None:
@@ -283,8 +291,9 @@ def _reg_names(tree: exp.Expression) -> None:
         if not isinstance(inner, exp.Cast) or _type_name(cast) not in ("text", "varchar", "name"):
             continue
         kind = _type_name(inner)
-        if kind in ("regclass", "regtype", "regnamespace") and not _is_name_value(inner.this):
-            cast.replace(_macro(f"{kind}_name", inner.this.copy()))
+        if kind in ("regclass", "regtype", "regnamespace"):
+            oid = inner.this.copy()
+            cast.replace(_macro(f"{kind}_name", _macro(f"to_{kind}", oid) if _is_name_value(oid) else oid))
         elif kind in ("regproc", "regprocedure", "regrole") and not _is_name_value(inner.this):
             cast.replace(exp.Cast(this=inner.this.copy(), to=exp.DataType.build("VARCHAR")))
 
@@ -298,6 +307,13 @@ def _is_name_value(node: exp.Expression) -> bool:
 
 def _macro(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Dot(this=exp.to_identifier(SCHEMAS["pg_catalog"]), expression=exp.Anonymous(this=name, expressions=list(args)))
+
+
+def _is_macro(node: exp.Expression) -> bool:
+    """A call of a scratch catalog macro (this rewrite made it)."""
+    parent = node.parent
+    return isinstance(parent, exp.Dot) and isinstance(parent.this, exp.Identifier) \
+        and parent.this.name == SCHEMAS["pg_catalog"]
 
 
 def _session_value(node: exp.Expression, ctx: Context) -> exp.Expression | None:
@@ -322,7 +338,7 @@ def _replacement(node: exp.Expression, ctx: Context) -> exp.Expression | None:
     found = _session_value(node, ctx)
     if found is not None:
         return found
-    if isinstance(node, exp.Anonymous) and not isinstance(node.parent, exp.Table):
+    if isinstance(node, exp.Anonymous) and not isinstance(node.parent, exp.Table) and not _is_macro(node):
         return _call(node, str(node.this).lower(), ctx)
     if isinstance(node, exp.Cast):
         return _cast(node)
