@@ -101,6 +101,15 @@ def test_catalog_queries_take_parameters_and_read_the_catalog_only(server):
             == ("adult", "alice", ["pg_catalog", "public"])
         assert con.execute("SELECT table_name FROM information_schema.columns WHERE column_name = %s",
                            ["education_num"]).fetchall() == [("adult",), ("education_levels",)]
+        # a table picker's query: the tables of the schemas on the search path, names quoted as needed
+        picker = ("SELECT quote_ident(table_name) AS t FROM information_schema.tables "
+                  "WHERE table_type = 'BASE TABLE' AND quote_ident(table_schema) IN ("
+                  "SELECT CASE WHEN trim(p[i]) = '\"$user\"' THEN user ELSE trim(p[i]) END "
+                  "FROM generate_series(array_lower(string_to_array(current_setting('search_path'), ','), 1), "
+                  "array_upper(string_to_array(current_setting('search_path'), ','), 1)) AS i, "
+                  "string_to_array(current_setting('search_path'), ',') AS p) ORDER BY 1")
+        assert con.execute(picker).fetchall() == [("adult",), ("education_levels",)]
+        assert con.execute("SELECT current_setting('server_version_num')::int / 100 AS v").fetchone() == (1600,)
         # a relation the catalog does not emulate: no rows, not an error a tool would stop on
         assert con.execute("SELECT * FROM pg_catalog.pg_stat_statements").fetchall() == []
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot also read adult"):

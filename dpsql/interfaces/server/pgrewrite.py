@@ -270,16 +270,25 @@ def _relations(tree: exp.Expression, ctx: Context) -> None:
         column.set("catalog", None)
 
 
+_SET_RETURNING = ("generate_series", "unnest", "explode", "range", "generate_subscripts")
+
+
 def _table_function(table: exp.Table) -> None:
+    """A function in FROM: a macro of the scratch catalog, a set-returning function DuckDB
+    has, or a function of one value (``FROM string_to_array(...) AS s``: one row, its column s)."""
     func = table.this
     name = _function_name(func) or type(func).sql_names()[0].lower()
     table.set("db", None)
     table.set("catalog", None)
+    alias = table.args.get("alias")
     if name in MACROS:
         table.set("db", exp.to_identifier(SCHEMAS["pg_catalog"]))
-    elif not any(word in name for word in ("generate_series", "unnest", "explode", "range")):
-        raise Unanswerable(name)
-    alias = table.args.get("alias")
+    elif not any(word in name for word in _SET_RETURNING):
+        column = exp.to_identifier(alias.name if alias is not None and alias.name else name)
+        select = exp.select(exp.alias_(func.copy(), column))
+        table.replace(exp.Subquery(this=select, alias=alias.copy() if alias is not None
+                                   else exp.TableAlias(this=column.copy())))
+        return
     if alias is not None and alias.name and not alias.columns:  # FROM f(...) AS s: its column is s too
         alias.set("columns", [exp.to_identifier(alias.name)])
 
@@ -346,6 +355,8 @@ def _replacement(node: exp.Expression, ctx: Context) -> exp.Expression | None:
         return _operator(node)
     if isinstance(node, exp.Collate):
         return node.this.copy()
+    if isinstance(node, exp.Div):  # PostgreSQL divides integers into an integer (DuckDB's //)
+        return exp.IntDiv(this=node.this.copy(), expression=node.expression.copy())
     if isinstance(node, (exp.EQ, exp.NEQ)):
         return _any_all(node)
     if isinstance(node, (exp.Like, exp.ILike)) and not isinstance(node.parent, exp.Escape):

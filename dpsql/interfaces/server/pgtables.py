@@ -184,6 +184,9 @@ PG = {
         "datid INTEGER, datname VARCHAR, pid INTEGER, usename VARCHAR, application_name VARCHAR, "
         "client_addr VARCHAR, backend_start TIMESTAMP, state VARCHAR, query VARCHAR"),
     "pg_locks": "locktype VARCHAR, database INTEGER, relation INTEGER, pid INTEGER, mode VARCHAR, granted BOOLEAN",
+    **{view: ("relid INTEGER, schemaname VARCHAR, relname VARCHAR, seq_scan BIGINT, idx_scan BIGINT, n_live_tup BIGINT, "
+              "n_dead_tup BIGINT, last_analyze TIMESTAMP, last_autoanalyze TIMESTAMP")
+       for view in ("pg_stat_user_tables", "pg_stat_all_tables")},
     "pg_tables": (
         "schemaname VARCHAR, tablename VARCHAR, tableowner VARCHAR @user, tablespace VARCHAR, "
         "hasindexes BOOLEAN = false, hasrules BOOLEAN = false, hastriggers BOOLEAN = false, "
