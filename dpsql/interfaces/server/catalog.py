@@ -19,7 +19,7 @@ import logging
 import typing as t
 
 import duckdb
-from pg_mimic import Portal, ResultColumn, Statement, StaticStatement
+from pg_mimic import Portal, ResultColumn, Statement
 from pg_mimic.arrays import ARRAY_OID
 from pg_mimic.errors import PgError
 from sqlglot import exp
@@ -139,9 +139,12 @@ class CatalogPortal(Portal):
         return rows, max_rows > 0 and end < len(self._rows)
 
 
-def answer(connection: t.Any, scratch: t.Callable[[], Scratch], sql: str,
-           param_oids: list[int | None]) -> Statement | None:
-    """The statement answering a catalog query, or None when ``sql`` is not one."""
+def answer(connection: t.Any, scratch: t.Callable[[], Scratch], sql: str, param_oids: list[int | None],
+           words: t.Iterable[str] | None = None) -> Statement | None:
+    """The statement answering a catalog query, or None when ``sql`` is not one (``words``: its
+    tokens' texts, when known; a statement without a catalog word is not parsed)."""
+    if words is not None and not pgrewrite.may_be_catalog_query(words):
+        return None
     tree = pgrewrite.parse(sql)
     if not pgrewrite.is_catalog_query(tree):
         return None
@@ -166,10 +169,3 @@ def answer(connection: t.Any, scratch: t.Callable[[], Scratch], sql: str,
                     connection.session_vars[name] = value
     return CatalogStatement(scratch(), sql, rewritten, names, param_oids, effects)
 
-
-def refused(sql: str, message: str, sqlstate: str = "0A000") -> StaticStatement:
-    """A statement that fails when it runs (for refusals a client should see at Execute)."""
-    def fail() -> None:
-        raise PgError(sqlstate, message)
-
-    return StaticStatement(sql, None, [], fail)

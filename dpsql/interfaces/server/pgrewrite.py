@@ -132,6 +132,17 @@ def _is_catalog_call(node: exp.Expression) -> bool:
     return _function_name(node) in FUNCTIONS
 
 
+#: words without which a statement is no catalog query (a cheap test before parsing it)
+_MARKS = FUNCTIONS | _REG_TYPES | {"information_schema", "user", "current_user", "session_user", "current_role",
+                                   "current_schema", "current_schemas", "current_database", "current_catalog"}
+
+
+def may_be_catalog_query(words: t.Iterable[str]) -> bool:
+    """Whether a statement of these words (its tokens' texts) can be a catalog query: it names
+    a ``pg_`` relation or function, ``information_schema``, or a session or catalog function."""
+    return any(w.lower().startswith("pg_") or w.lower() in _MARKS for w in words)
+
+
 def is_catalog_query(tree: exp.Expression | None) -> bool:
     """Whether ``tree`` reads catalog relations, or reads no table and calls a catalog function."""
     if not isinstance(tree, exp.Query):
@@ -493,4 +504,5 @@ def _operator(node: exp.Operator) -> exp.Expression | None:
 
 
 __all__ = ["Context", "FUNCTIONS", "MACROS", "NotCatalog", "Unanswerable", "array_items", "is_catalog_query",
+           "may_be_catalog_query",
            "output_names", "parse", "rewrite"]

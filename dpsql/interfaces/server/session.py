@@ -104,7 +104,8 @@ class DPSession(Session):
             return DPStatement(self, sql, param_oids)
         answered = sql_prepared(self, words) or cursors.statement(self, words, param_oids) \
             or utility.answer(self._connection, words) \
-            or catalog.answer(self._connection, self.scratch, sql, param_oids)
+            or catalog.answer(self._connection, self.scratch, sql, param_oids,
+                              None if words is None else [tok.text for tok in words.tokens])
         if answered is not None:
             return answered
         try:
