@@ -212,3 +212,21 @@ def test_catalog_queries_are_recognised_on_the_parse_tree():
                         "AND c.relkind = ANY (ARRAY['r', 'p'])"), Context("ann", "db")).sql(dialect="duckdb")
     assert "dpsql_pg_catalog.pg_class" in sql and "'ann' AS \"pg_get_userbyid\"" in sql
     assert "REGEXP_MATCHES(c.relname, '^(adult)$')" in sql and "COLLATE" not in sql and "LIST_CONTAINS" in sql
+
+
+def test_a_catalog_query_that_runs_too_long_is_interrupted(monkeypatch):
+    import time
+
+    import duckdb
+
+    from dpsql.interfaces.server import scratch
+
+    monkeypatch.setattr(scratch, "TIMEOUT", 0.5)
+    catalog = scratch.Scratch({"t": {"x": 20}})
+    started = time.monotonic()
+    with pytest.raises(duckdb.Error):
+        catalog.run("SELECT count(*) FROM generate_series(1, 100000000000) AS s(i), dpsql_pg_catalog.pg_class")
+    assert time.monotonic() - started < 5
+    assert catalog.run("SELECT relname FROM dpsql_pg_catalog.pg_class").to_pylist() == [{"relname": "t"}]
+    with pytest.raises(duckdb.Error):  # and it holds only the catalog: no files
+        catalog.run("SELECT * FROM read_csv('/etc/hostname')")

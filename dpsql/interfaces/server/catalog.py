@@ -15,6 +15,7 @@ one that also reads a table of the database is refused. dpsql's own catalog stat
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import typing as t
 
@@ -117,14 +118,14 @@ class CatalogPortal(Portal):
         self._rows: list[tuple[t.Any, ...]] | None = None
         self._at = 0
 
-    def _run(self, columns: list[ResultColumn]) -> list[tuple[t.Any, ...]]:
+    async def _run(self, columns: list[ResultColumn]) -> list[tuple[t.Any, ...]]:
         st = self.statement
         if st.effects is not None:
             st.effects()
         if st.tree is None:
             return []
-        try:
-            table = st.scratch.run(_bound(st.tree, self.values, st.param_oids))
+        try:  # off the event loop: other connections go on while it runs
+            table = await asyncio.to_thread(st.scratch.run, _bound(st.tree, self.values, st.param_oids))
         except duckdb.Error as err:
             log.info("catalog query answered with no rows (%s): %s", str(err).splitlines()[0], st.sql)
             return []
@@ -132,7 +133,7 @@ class CatalogPortal(Portal):
 
     async def execute(self, max_rows: int) -> tuple[list[tuple[t.Any, ...]], bool]:
         if self._rows is None:
-            self._rows = self._run(await self.statement.describe() or [])
+            self._rows = await self._run(await self.statement.describe() or [])
         end = len(self._rows) if max_rows <= 0 else min(len(self._rows), self._at + max_rows)
         rows = self._rows[self._at:end]
         self._at = end

@@ -159,6 +159,8 @@ def build(declared: dict[str, dict[str, int]]) -> duckdb.DuckDBPyConnection:
         for statement in _MACROS.format(pg=pg).split(";"):
             if statement.strip():
                 con.execute(statement)
+        for name, value in _LIMITS:  # a catalog query is small; one that is not must not take the server
+            con.execute(f"SET {name} = '{value}'")
         harden(con)
     except BaseException:
         con.close()
@@ -173,8 +175,15 @@ _CATALOG_OIDS = {"pg_class": 1259, "pg_type": 1247, "pg_proc": 1255, "pg_attribu
                  "pg_roles": 1260, "pg_authid": 1260, "pg_tablespace": 1213, "pg_extension": 3079}
 
 
+#: what one catalog query may use of the machine
+_LIMITS = (("memory_limit", "256MB"), ("threads", "1"))
+#: seconds a catalog query may run before it is interrupted (and answered with no rows)
+TIMEOUT = 10.0
+
+
 class Scratch:
-    """The server's scratch catalog: one DuckDB, used under a lock."""
+    """The server's scratch catalog: one DuckDB, used under a lock; a query that runs longer
+    than :data:`TIMEOUT` is interrupted."""
 
     def __init__(self, declared: dict[str, dict[str, int]]) -> None:
         self.declared = declared
@@ -188,9 +197,14 @@ class Scratch:
             return list(zip(rel.columns, [str(d) for d in rel.types]))
 
     def run(self, sql: str) -> t.Any:
-        """The rows of ``sql`` as an Arrow table."""
+        """The rows of ``sql`` as an Arrow table (a DuckDB error when it is interrupted)."""
         with self._lock:
-            return self._con.sql(sql).to_arrow_table()
+            timer = threading.Timer(TIMEOUT, self._con.interrupt)
+            timer.start()
+            try:
+                return self._con.sql(sql).to_arrow_table()
+            finally:
+                timer.cancel()
 
 
 _SHARED: dict[int, tuple[dict[str, dict[str, int]], Scratch]] = {}
@@ -207,4 +221,4 @@ def scratch_for(declared: dict[str, dict[str, int]]) -> Scratch:
         return found[1]
 
 
-__all__ = ["Scratch", "build", "catalog_rows", "scratch_for"]
+__all__ = ["TIMEOUT", "Scratch", "build", "catalog_rows", "scratch_for"]
