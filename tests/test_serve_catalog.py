@@ -99,6 +99,8 @@ def test_catalog_queries_take_parameters_and_read_the_catalog_only(server):
             == [("32",)]
         assert con.execute("SELECT current_database(), current_user, pg_catalog.current_schemas(true)").fetchone() \
             == ("adult", "alice", ["pg_catalog", "public"])
+        assert con.execute("SELECT pg_catalog.set_config('application_name', 'report', false)").fetchone() == ("report",)
+        assert con.execute("SHOW application_name").fetchone() == ("report",)
         assert con.execute("SELECT table_name FROM information_schema.columns WHERE column_name = %s",
                            ["education_num"]).fetchall() == [("adult",), ("education_levels",)]
         # a table picker's query: the tables of the schemas on the search path, names quoted as needed

@@ -1,4 +1,4 @@
-"""A client's catalog query, rewritten to run on the scratch catalog (:mod:`.pgtables`).
+"""A client's catalog query, rewritten to run on the scratch catalog (:mod:`.scratch`).
 
 The query is parsed as PostgreSQL (sqlglot, ``read="postgres"``). It is a catalog query when it
 reads ``pg_catalog`` or ``information_schema`` relations (``pg_catalog.pg_class``, a bare
@@ -20,11 +20,24 @@ output columns get the names PostgreSQL would give them.
 from __future__ import annotations
 
 import typing as t
-from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
 
+from .pgfunctions import (
+    FUNCTIONS,
+    MACROS,
+    REG_TYPES,
+    SESSION_CLASSES,
+    Context,
+    Unanswerable,
+    call,
+    function_name,
+    is_macro,
+    is_user,
+    macro,
+    session_value,
+)
 from .pgtables import SCHEMAS, per_connection, relations
 
 _RELATIONS = relations()
@@ -32,23 +45,6 @@ _RELATIONS = relations()
 
 class NotCatalog(Exception):
     """A catalog query that also reads a table of the database (the message names it)."""
-
-
-class Unanswerable(Exception):
-    """A catalog query the scratch catalog cannot answer (it names a relation not emulated)."""
-
-
-@dataclass
-class Context:
-    """What the connection knows: its user and database, its process id, its settings."""
-
-    user: str
-    database: str
-    pid: int = 0
-    settings: t.Callable[[str], str] = lambda name: ""
-    version: str = "PostgreSQL 16.0 (dpsql)"
-    #: what ``set_config(...)`` calls in the query do when it runs
-    effects: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def parse(sql: str) -> exp.Expression | None:
@@ -59,40 +55,6 @@ def parse(sql: str) -> exp.Expression | None:
 
 
 # -- what makes a query a catalog query -----------------------------------------------------
-
-_SESSION_CLASSES = (exp.CurrentVersion, exp.CurrentUser, exp.SessionUser, exp.CurrentSchema, exp.CurrentSchemas,
-                    exp.CurrentDatabase, exp.CurrentCatalog)
-_TRUE = {"pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible", "pg_collation_is_visible",
-         "pg_opclass_is_visible", "pg_operator_is_visible", "pg_conversion_is_visible", "pg_opfamily_is_visible",
-         "pg_statistics_obj_is_visible", "pg_ts_config_is_visible", "pg_ts_dict_is_visible",
-         "pg_ts_parser_is_visible", "pg_ts_template_is_visible", "has_table_privilege", "has_schema_privilege",
-         "has_database_privilege", "has_column_privilege", "has_any_column_privilege", "has_function_privilege",
-         "has_sequence_privilege", "has_type_privilege", "has_tablespace_privilege", "pg_has_role"}
-_FALSE = {"pg_is_in_recovery", "pg_is_other_temp_schema", "pg_relation_is_publishable"}
-_NULL = {"pg_get_expr", "pg_get_constraintdef", "pg_get_indexdef", "pg_get_viewdef", "pg_get_triggerdef",
-         "pg_get_ruledef", "pg_get_function_result", "pg_get_function_arguments", "pg_get_functiondef",
-         "pg_get_function_identity_arguments", "pg_get_serial_sequence", "pg_get_partkeydef",
-         "pg_get_statisticsobjdef", "pg_get_statisticsobjdef_columns", "pg_get_partition_constraintdef",
-         "obj_description", "col_description", "shobj_description", "pg_tablespace_location",
-         "inet_server_addr", "inet_server_port", "inet_client_addr", "inet_client_port", "pg_get_publication_tables"}
-_ZERO = {"pg_relation_size", "pg_total_relation_size", "pg_table_size", "pg_indexes_size", "pg_database_size",
-         "pg_tablespace_size"}
-#: functions the scratch catalog defines as macros
-MACROS = {"format_type", "to_regtype", "to_regclass", "to_regnamespace", "quote_ident", "array_upper",
-          "array_lower", "_pg_expandarray", "pg_get_keywords"}
-_OTHER = {"current_setting", "set_config", "pg_backend_pid", "version", "pg_get_userbyid", "pg_size_pretty",
-          "pg_encoding_to_char", "pg_char_to_encoding", "json_build_object", "txid_current", "pg_current_xact_id"}
-#: a table-less query calling one of these is a catalog query
-FUNCTIONS = _TRUE | _FALSE | _NULL | _ZERO | MACROS | _OTHER
-_REG_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace", "regrole", "regoper",
-              "regoperator", "regconfig", "regdictionary", "regcollation"}
-
-
-def _function_name(node: exp.Expression) -> str | None:
-    if isinstance(node, exp.Anonymous):
-        return str(node.this).lower()
-    return None
-
 
 def _type_name(cast: exp.Cast) -> str:
     to = cast.to
@@ -123,17 +85,17 @@ def _schema_of(table: exp.Table, ctes: set[str]) -> str | None:
 
 
 def _is_catalog_call(node: exp.Expression) -> bool:
-    if isinstance(node, _SESSION_CLASSES):
+    if isinstance(node, SESSION_CLASSES) or is_user(node):
         return True
     if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and node.this.name.lower() in SCHEMAS:
         return isinstance(node.expression, exp.Func)
     if isinstance(node, exp.Cast):
-        return _type_name(node) in _REG_TYPES
-    return _function_name(node) in FUNCTIONS
+        return _type_name(node) in REG_TYPES
+    return function_name(node) in FUNCTIONS
 
 
 #: words without which a statement is no catalog query (a cheap test before parsing it)
-_MARKS = FUNCTIONS | _REG_TYPES | {"information_schema", "user", "current_user", "session_user", "current_role",
+_MARKS = FUNCTIONS | REG_TYPES | {"information_schema", "user", "current_user", "session_user", "current_role",
                                    "current_schema", "current_schemas", "current_database", "current_catalog"}
 
 
@@ -281,20 +243,20 @@ def _relations(tree: exp.Expression, ctx: Context) -> None:
         column.set("catalog", None)
 
 
-_SET_RETURNING = ("generate_series", "unnest", "explode", "range", "generate_subscripts")
+_SET_RETURNING = {"generate_series", "exploding_generate_series", "generate_subscripts", "unnest", "explode", "range"}
 
 
 def _table_function(table: exp.Table) -> None:
     """A function in FROM: a macro of the scratch catalog, a set-returning function DuckDB
     has, or a function of one value (``FROM string_to_array(...) AS s``: one row, its column s)."""
     func = table.this
-    name = _function_name(func) or type(func).sql_names()[0].lower()
+    name = function_name(func) or type(func).sql_names()[0].lower()
     table.set("db", None)
     table.set("catalog", None)
     alias = table.args.get("alias")
     if name in MACROS:
         table.set("db", exp.to_identifier(SCHEMAS["pg_catalog"]))
-    elif not any(word in name for word in _SET_RETURNING):
+    elif name not in _SET_RETURNING:
         column = exp.to_identifier(alias.name if alias is not None and alias.name else name)
         select = exp.select(exp.alias_(func.copy(), column))
         table.replace(exp.Subquery(this=select, alias=alias.copy() if alias is not None
@@ -313,7 +275,7 @@ def _reg_names(tree: exp.Expression) -> None:
         kind = _type_name(inner)
         if kind in ("regclass", "regtype", "regnamespace"):
             oid = inner.this.copy()
-            cast.replace(_macro(f"{kind}_name", _macro(f"to_{kind}", oid) if _is_name_value(oid) else oid))
+            cast.replace(macro(f"{kind}_name", macro(f"to_{kind}", oid) if _is_name_value(oid) else oid))
         elif kind in ("regproc", "regprocedure", "regrole") and not _is_name_value(inner.this):
             cast.replace(exp.Cast(this=inner.this.copy(), to=exp.DataType.build("VARCHAR")))
 
@@ -322,44 +284,17 @@ def _is_name_value(node: exp.Expression) -> bool:
     """A literal or a bound parameter: a name to look up (anything else is an OID)."""
     while isinstance(node, exp.Cast) and _type_name(node) in ("text", "varchar", "name", "cstring"):
         node = node.this
-    return isinstance(node, (exp.Literal, exp.Parameter, exp.Placeholder))
-
-
-def _macro(name: str, *args: exp.Expression) -> exp.Expression:
-    return exp.Dot(this=exp.to_identifier(SCHEMAS["pg_catalog"]), expression=exp.Anonymous(this=name, expressions=list(args)))
-
-
-def _is_macro(node: exp.Expression) -> bool:
-    """A call of a scratch catalog macro (this rewrite made it)."""
-    parent = node.parent
-    return isinstance(parent, exp.Dot) and isinstance(parent.this, exp.Identifier) \
-        and parent.this.name == SCHEMAS["pg_catalog"]
-
-
-def _session_value(node: exp.Expression, ctx: Context) -> exp.Expression | None:
-    if isinstance(node, exp.CurrentVersion):
-        return exp.Literal.string(ctx.version)
-    if isinstance(node, (exp.CurrentUser, exp.SessionUser)):
-        return exp.Literal.string(ctx.user)
-    if isinstance(node, (exp.CurrentDatabase, exp.CurrentCatalog)):
-        return exp.Literal.string(ctx.database)
-    if isinstance(node, exp.CurrentSchema):
-        return exp.Literal.string("public")
-    if isinstance(node, exp.CurrentSchemas):
-        implicit = isinstance(node.this, exp.Boolean) and node.this.this
-        return exp.Array(expressions=[exp.Literal.string(s) for s in (["pg_catalog"] if implicit else []) + ["public"]])
-    if isinstance(node, exp.Column) and not node.table and not node.this.quoted \
-            and node.name in ("user", "current_role"):
-        return exp.Literal.string(ctx.user)
-    return None
+    if isinstance(node, exp.Literal):
+        return node.is_string and not str(node.this).isdigit()  # '16384'::regclass is an OID
+    return isinstance(node, (exp.Parameter, exp.Placeholder))
 
 
 def _replacement(node: exp.Expression, ctx: Context) -> exp.Expression | None:
-    found = _session_value(node, ctx)
+    found = session_value(node, ctx)
     if found is not None:
         return found
-    if isinstance(node, exp.Anonymous) and not isinstance(node.parent, exp.Table) and not _is_macro(node):
-        return _call(node, str(node.this).lower(), ctx)
+    if isinstance(node, exp.Anonymous) and not isinstance(node.parent, exp.Table) and not is_macro(node):
+        return call(node, str(node.this).lower(), ctx)
     if isinstance(node, exp.Cast):
         return _cast(node)
     if isinstance(node, exp.Operator):
@@ -382,7 +317,7 @@ def _any_all(node: exp.EQ | exp.NEQ) -> exp.Expression | None:
     right = node.expression
     if isinstance(right, wanted[0]):
         array = right.this
-    elif _function_name(right) == wanted[1] and len(right.expressions) == 1:
+    elif function_name(right) == wanted[1] and len(right.expressions) == 1:
         array = right.expressions[0]
     else:
         return None
@@ -391,46 +326,6 @@ def _any_all(node: exp.EQ | exp.NEQ) -> exp.Expression | None:
         return None
     contains = exp.Anonymous(this="list_contains", expressions=[array.copy(), node.this.copy()])
     return contains if isinstance(node, exp.EQ) else exp.Not(this=contains)
-
-
-def _call(node: exp.Anonymous, name: str, ctx: Context) -> exp.Expression | None:
-    args = node.expressions
-    if name in _TRUE:
-        return exp.true()
-    if name in _FALSE:
-        return exp.false()
-    if name in _NULL:
-        return exp.null()
-    if name in _ZERO:
-        return exp.Literal.number(0)
-    if name in MACROS:
-        return _macro(name, *[a.copy() for a in args])
-    if name == "version":
-        return exp.Literal.string(ctx.version)
-    if name == "pg_get_userbyid":
-        return exp.Literal.string(ctx.user)
-    if name == "pg_backend_pid":
-        return exp.Literal.number(ctx.pid)
-    if name in ("txid_current", "pg_current_xact_id"):
-        return exp.Literal.number(1)
-    if name == "pg_size_pretty":
-        return exp.Literal.string("0 bytes")
-    if name == "pg_encoding_to_char":
-        return exp.Literal.string("UTF8")
-    if name == "pg_char_to_encoding":
-        return exp.Literal.number(6)
-    if name == "json_build_object":
-        return exp.Anonymous(this="json_object", expressions=[a.copy() for a in args])
-    if name == "current_setting" and args and isinstance(args[0], exp.Literal):
-        return exp.Literal.string(ctx.settings(str(args[0].this).lower()))
-    if name == "set_config" and len(args) >= 2 and isinstance(args[0], exp.Literal):
-        value = args[1]
-        text = None if isinstance(value, exp.Null) else str(value.this) if isinstance(value, exp.Literal) else None
-        if text is None and not isinstance(value, exp.Null):
-            raise Unanswerable("set_config with a value that is not a literal")
-        ctx.effects.append((str(args[0].this).lower(), text))
-        return exp.Literal.string(text or "")
-    return None
 
 
 _PLAIN_TYPES = {"oid": "BIGINT", "name": "VARCHAR", "char": "VARCHAR", "bpchar": "VARCHAR", "xid": "BIGINT",
@@ -442,11 +337,11 @@ _PLAIN_TYPES = {"oid": "BIGINT", "name": "VARCHAR", "char": "VARCHAR", "bpchar":
 def _cast(node: exp.Cast) -> exp.Expression | None:
     kind = _type_name(node)
     inner = node.this
-    if kind in _REG_TYPES:
+    if kind in REG_TYPES:
         if not _is_name_value(inner):
             return inner.copy()  # already an OID
         if kind in ("regclass", "regtype", "regnamespace"):
-            return _macro(f"to_{kind}", inner.copy())
+            return macro(f"to_{kind}", inner.copy())
         if kind in ("regproc", "regprocedure") and isinstance(inner, exp.Literal):
             return exp.Literal.string(str(inner.this).split(".")[-1].split("(")[0])
         return exp.null() if kind != "regrole" else exp.Literal.number(10)
