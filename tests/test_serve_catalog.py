@@ -101,6 +101,8 @@ def test_catalog_queries_take_parameters_and_read_the_catalog_only(server):
             == ("adult", "alice", ["pg_catalog", "public"])
         assert con.execute("SELECT pg_catalog.set_config('application_name', 'report', false)").fetchone() == ("report",)
         assert con.execute("SHOW application_name").fetchone() == ("report",)
+        assert con.execute("SELECT has_table_privilege('public.adult', 'SELECT'), "
+                           "has_table_privilege(current_user, 'adult', 'INSERT')").fetchone() == (True, False)
         assert con.execute("SELECT table_name FROM information_schema.columns WHERE column_name = %s",
                            ["education_num"]).fetchall() == [("adult",), ("education_levels",)]
         # a table picker's query: the tables of the schemas on the search path, names quoted as needed

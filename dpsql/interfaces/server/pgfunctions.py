@@ -117,6 +117,10 @@ _VALUES: dict[str, t.Callable[[Context], exp.Expression]] = {
 def call(node: exp.Anonymous, name: str, ctx: Context) -> exp.Expression | None:
     """What the call ``name(...)`` becomes, or None to leave it as it is."""
     args = node.expressions
+    if name.startswith("has_") and name.endswith("_privilege") and args and isinstance(args[-1], exp.Literal):
+        # the server only reads: SELECT, USAGE and CONNECT are granted, writes are not
+        wanted = str(args[-1].this).lower()
+        return exp.true() if any(p in wanted for p in ("select", "usage", "connect")) else exp.false()
     if name in _VALUES:
         return _VALUES[name](ctx)
     if name in MACROS:
