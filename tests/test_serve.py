@@ -21,6 +21,7 @@ from tests.serve.harness import PASSWORDS, Server, start
 
 JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 PROBE = Path(__file__).parent / "serve" / "JdbcProbe.java"
+META_PROBE = Path(__file__).parent / "serve" / "JdbcMetaProbe.java"
 COUNT = "SELECT DP_COUNT(*) AS n FROM adult WITH (epsilon = 0.1)"
 MEAN = "SELECT DP_MEAN(age) AS m FROM adult WHERE age > %s WITH (epsilon = 0.1)"
 
@@ -71,6 +72,25 @@ def test_psql_prepared_statement_six_times_charges_each_execution(server):
     entries = server.entries("carol")[before:]
     assert len(entries) == 6
     assert all(e.query.endswith("WITH (epsilon = 0.1)") and "age > 2" in e.query for e in entries)
+
+
+@pytest.mark.clients
+def test_psql_copy_is_refused_with_the_way_to_export_and_cursors_work(server, tmp_path):
+    before = len(server.entries("carol"))
+    target = tmp_path / "out.csv"
+    out = psql(server, rf"\copy (SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex WITH (epsilon = 0.1)) "
+                       rf"TO '{target}' CSV")
+    assert out.returncode != 0
+    assert "COPY is not supported by dpsql serve; export with psql's \\o FILE or the dpsql command's --format csv" \
+        in out.stderr
+    assert not target.exists() or target.read_text() == ""
+    assert len(server.entries("carol")) == before  # refused: nothing charged
+    # one string of several statements, as a script sends it: DECLARE runs the query once
+    out = psql(server, "/* report */ BEGIN; DECLARE c CURSOR FOR SELECT sex, DP_COUNT(*) AS n FROM adult "
+                       "GROUP BY sex WITH (epsilon = 0.1); FETCH 1 FROM c; FETCH ALL IN c; CLOSE c; COMMIT;")
+    assert out.returncode == 0, out.stderr
+    assert "Female" in out.stdout and "Male" in out.stdout and out.stdout.count("(1 row)") == 2
+    assert len(server.entries("carol")) == before + 1
 
 
 # -- psycopg ----------------------------------------------------------------------------------
@@ -226,6 +246,36 @@ def test_jdbc_metadata_query_refusal_and_server_side_prepares(server, tmp_path):
     # ... charged nothing: one count and six executions of the prepared statement
     assert len(entries) == 7
     assert sum("age > 2" in e.query for e in entries) == 6
+
+
+@pytest.mark.clients
+def test_jdbc_database_metadata_calls_all_answer_from_the_policy(server, tmp_path):
+    """What DBeaver's navigator, table properties and ER view and Metabase's sync call: every
+    DatabaseMetaData method answers without error, from the declared tables (keys, indexes,
+    procedures and functions: there are none), and charges nothing."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    assert javac and java, "a JDK (javac, java) is needed for the JDBC test"
+    assert JDBC_JAR.exists(), "the PostgreSQL JDBC driver is missing: install Debian's libpostgresql-jdbc-java"
+    subprocess.run([javac, "-d", str(tmp_path), str(META_PROBE)], check=True, timeout=120)
+    before = len(server.entries())
+    url = f"jdbc:postgresql://{server.host}:{server.port}/adult"
+    out = subprocess.run([java, "-cp", f"{tmp_path}:{JDBC_JAR}", "JdbcMetaProbe", url, "jdbc", PASSWORDS["jdbc"]],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    results = {}
+    for line in out.stdout.splitlines()[1:]:
+        status, name, *rest = line.split(" ", 3)
+        results[name] = (status, rest)
+    assert {name: status for name, (status, _) in results.items() if status != "ok"} == {}
+    rows = {name: int(rest[0]) for name, (_, rest) in results.items() if rest and rest[0].isdigit()}
+    assert rows["getTables"] == 2 and rows["getColumns"] == 15 and rows["getCatalogs"] == 1
+    for empty in ("getViews", "getPrimaryKeys", "getImportedKeys", "getExportedKeys", "getCrossReference",
+                  "getIndexInfo", "getProcedures", "getProcedureColumns", "getFunctions", "getFunctionColumns",
+                  "getUDTs"):
+        assert rows[empty] == 0, empty
+    assert rows["getTypeInfo"] > 20 and rows["getTableTypes"] > 5 and rows["getSchemas"] >= 1
+    assert "public" in results["getSchemasPattern"][1][1]
+    assert len(server.entries()) == before
 
 
 def test_dashboard_refreshes_reuse_one_release_per_user(tmp_path):

@@ -166,3 +166,67 @@ def test_benchmarks_page_keeps_the_serve_section_when_rewritten():
     assert KEPT + "\n## dpsql serve\n" in kept and "answers = charges" in kept
     assert KEPT + "\n## dpsql on Spark" in kept and KEPT + "\n## Joins" in kept
     assert kept_sections("# B\n\n" + KEPT + "\n## S\nbody\n\n## T\nt\n") == KEPT + "\n## S\nbody\n"
+
+
+def test_cursor_directions_follow_postgresql():
+    from dpsql.interfaces.server.cursors import Cursor
+
+    cur = Cursor("c", [], [(1,), (2,), (3,)], hold=False)
+    assert cur.fetch("FORWARD", 1) == [(1,)] and cur.position == 1
+    assert cur.fetch("BACKWARD", 1) == [] and cur.position == 0  # PRIOR from the first row: before it
+    assert cur.fetch("ABSOLUTE", -1) == [(3,)] and cur.fetch("RELATIVE", 0) == [(3,)]
+    assert cur.fetch("BACKWARD", float("inf")) == [(2,), (1,)] and cur.position == 0
+    assert cur.fetch("RELATIVE", 2) == [(2,)] and cur.fetch("RELATIVE", 5) == [] and cur.position == 4
+    assert cur.fetch("FORWARD", float("inf")) == [] and cur.fetch("ABSOLUTE", 0) == []
+    assert cur.fetch("FORWARD", 2) == [(1,), (2,)] and cur.fetch("FORWARD", 5) == [(3,)] and cur.position == 4
+
+
+def test_statements_split_and_read_on_tokens():
+    from dpsql.interfaces.server.utility import is_dpsql_statement, split, words
+
+    assert split("select 1") == ["select 1"] and split("select ';' ; /* ; */ select 2;") == ["select ';' ", "select 2"]
+    assert split("BEGIN; DECLARE c CURSOR FOR SELECT DP_COUNT(*) FROM t WITH (epsilon = 1); CLOSE c") == [
+        "BEGIN", "DECLARE c CURSOR FOR SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)", "CLOSE c"]
+    w = words('/* a */ set  "Search_Path" TO public, "$user" ; -- b')
+    assert w is not None and w.keyword(0) == "SET" and w.name(1) == "Search_Path" and w.rest(3) == 'public, "$user"'
+    assert words("select 1; select 2") is None  # one statement at a time
+    for dpsql_catalog in ("SHOW TABLES", "show all tables;", "/* x */ SHOW COLUMNS FROM adult", "describe adult"):
+        assert is_dpsql_statement(words(dpsql_catalog)), dpsql_catalog
+    for setting in ("SHOW ALL", "SHOW search_path", "SHOW transaction isolation level"):
+        assert not is_dpsql_statement(words(setting)), setting
+
+
+def test_catalog_queries_are_recognised_on_the_parse_tree():
+    from dpsql.interfaces.server.pgrewrite import Context, array_items, is_catalog_query, parse, rewrite
+
+    for sql in ("SELECT relname FROM pg_catalog.pg_class", 'select * from "pg_catalog"."pg_type"',
+                "SELECT * FROM information_schema.tables", "select pg_catalog.version()",
+                "SELECT current_schemas(true)", "SELECT 'int8'::regtype", "select x from pg_namespace n"):
+        assert is_catalog_query(parse(sql)), sql
+    for sql in ("SELECT 1", "SELECT * FROM adult", "WITH pg_x AS (SELECT 1) SELECT * FROM pg_x",
+                "SELECT DP_COUNT(*) FROM adult WITH (epsilon = 1)", "SHOW search_path"):
+        assert not is_catalog_query(parse(sql)), sql
+    assert array_items('{a,"b c",NULL,"NULL",d\\,e}') == ["a", "b c", None, "NULL", "d,e"] and array_items("{}") == []
+    sql = rewrite(parse("SELECT c.relname, pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c "
+                        "WHERE c.relname OPERATOR(pg_catalog.~) '^(adult)$' COLLATE pg_catalog.default "
+                        "AND c.relkind = ANY (ARRAY['r', 'p'])"), Context("ann", "db")).sql(dialect="duckdb")
+    assert "dpsql_pg_catalog.pg_class" in sql and "'ann' AS \"pg_get_userbyid\"" in sql
+    assert "REGEXP_MATCHES(c.relname, '^(adult)$')" in sql and "COLLATE" not in sql and "LIST_CONTAINS" in sql
+
+
+def test_a_catalog_query_that_runs_too_long_is_interrupted(monkeypatch):
+    import time
+
+    import duckdb
+
+    from dpsql.interfaces.server import scratch
+
+    monkeypatch.setattr(scratch, "TIMEOUT", 0.5)
+    catalog = scratch.Scratch({"t": {"x": 20}})
+    started = time.monotonic()
+    with pytest.raises(duckdb.Error):
+        catalog.run("SELECT count(*) FROM generate_series(1, 100000000000) AS s(i), dpsql_pg_catalog.pg_class")
+    assert time.monotonic() - started < 5
+    assert catalog.run("SELECT relname FROM dpsql_pg_catalog.pg_class").to_pylist() == [{"relname": "t"}]
+    with pytest.raises(duckdb.Error):  # and it holds only the catalog: no files
+        catalog.run("SELECT * FROM read_csv('/etc/hostname')")

@@ -36,6 +36,7 @@ public = true
 
 [defaults]
 reuse_releases = "{reuse}"
+{defaults}
 
 {server}
 """
@@ -81,14 +82,16 @@ def make_database(directory: Path) -> Path:
     return path
 
 
-def start(directory: Path, users: bool = True, extra: list[str] | None = None, reuse: str = "off") -> Server:
+def start(directory: Path, users: bool = True, extra: list[str] | None = None, reuse: str = "off",
+          defaults: str = "") -> Server:
     """A server on ``directory``; ``reuse`` is the policy's reuse_releases (off: every execution
-    is charged, which is what most of these tests count)."""
+    is charged, which is what most of these tests count); ``defaults``, more lines of the
+    policy's [defaults] (a default budget, plain aggregates, as BI tools need)."""
     database = directory / "adult.duckdb"
     if not database.exists():
         make_database(directory)
     policy = directory / ("policy.toml" if users else "policy-open.toml")
-    policy.write_text(POLICY.format(server=users_section() if users else "", reuse=reuse), encoding="utf-8")
+    policy.write_text(POLICY.format(server=users_section() if users else "", reuse=reuse, defaults=defaults), encoding="utf-8")
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")

@@ -1,43 +1,38 @@
 """Catalog queries, answered from the policy: the declared tables (in schema ``public``) and
 their columns with PostgreSQL types, never the data.
 
-pg_mimic's middleware answers ``information_schema``, the ``pg_catalog`` tables psql's ``\\dt``
-and ``\\d t`` read, ``SET name = value`` / ``SHOW name``, transaction control and session
-functions (``version()``, ``current_database()``, ``current_schema()``, ...) from
-:func:`schema`. The middleware here runs first and adds what clients send beyond that:
-``SHOW`` of any length, the other forms of ``SET`` (and ``RESET``, ``DISCARD``,
-``DEALLOCATE``: no-ops), and the JDBC driver's ``DatabaseMetaData`` queries (``getSchemas``,
-``getTables``, ``getColumns``, ``getPrimaryKeys``, ``getIndexInfo``), which are recognised by
-their shape and answered from the same declared tables, honouring the name patterns they filter
-on. dpsql's own catalog statements (``SHOW TABLES``, ``DESCRIBE t``, ...) go to dpsql.
+A client's ``pg_catalog`` and ``information_schema`` queries (psql's ``\\d``, SQLAlchemy's
+inspector, the JDBC driver's ``DatabaseMetaData``, Grafana's table list, ...) and its table-less
+session queries (``SELECT pg_catalog.version()``, ``current_schemas(true)``, ...) are recognised
+on the parsed statement (:mod:`.pgrewrite`) and run on the scratch catalog (:mod:`.pgtables`):
+an in-memory DuckDB that holds the declared tables' catalog rows and nothing else. Bound
+parameters are inlined as literals when the statement runs; its columns are described by
+binding it with stand-ins, before any value exists. A catalog query the scratch catalog cannot
+evaluate (a relation it does not emulate) gets no rows, never an error a client would stop on;
+one that also reads a table of the database is refused. dpsql's own catalog statements
+(``SHOW TABLES``, ``DESCRIBE t``, ...) go to dpsql.
 """
 
 from __future__ import annotations
 
-import re
+import asyncio
+import logging
 import typing as t
 
-from pg_mimic import ResultColumn, StaticStatement
+import duckdb
+from pg_mimic import Portal, ResultColumn, Statement
+from pg_mimic.arrays import ARRAY_OID
+from pg_mimic.errors import PgError
+from sqlglot import exp
 
-from .columns import BOOL, INT2, INT4, INT8, PG_NAMES, TEXT, oid_of_duckdb
+from . import pgrewrite
+from .columns import TEXT, Column, conform, oid_of_duckdb
+from .scratch import Scratch
 
 if t.TYPE_CHECKING:
     from dpsql.connection import Connection
 
-#: dpsql's own catalog statements: they go to dpsql (``Connection.sql`` answers them)
-_DPSQL_CATALOG = re.compile(r"^\s*(SHOW\s+(ALL\s+)?TABLES|SHOW\s+COLUMNS\b|DESCRIBE\b|DESC\s)", re.IGNORECASE)
-_SHOW = re.compile(r"^\s*SHOW\s+(?P<what>.+?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_SET_SIMPLE = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+)?\w+\s*(?:TO|=)\s*.+$", re.IGNORECASE | re.DOTALL)
-_NO_OP = re.compile(r"^\s*(SET|RESET|DISCARD|DEALLOCATE|UNLISTEN|CLOSE\s+ALL)\b", re.IGNORECASE)
-_KNOWN_SETTINGS = {"transaction isolation level": ("transaction_isolation", "read committed"),
-                   "transaction_isolation": ("transaction_isolation", "read committed"),
-                   "default_transaction_isolation": ("default_transaction_isolation", "read committed"),
-                   "max_identifier_length": ("max_identifier_length", "63"),
-                   "transaction_read_only": ("transaction_read_only", "on")}
-
-
-def is_dpsql_statement(sql: str) -> bool:
-    return bool(_DPSQL_CATALOG.match(sql))
+log = logging.getLogger("dpsql.serve")
 
 
 def tables(con: Connection) -> dict[str, dict[str, int]]:
@@ -48,103 +43,130 @@ def tables(con: Connection) -> dict[str, dict[str, int]]:
     return out
 
 
-def schema(declared: dict[str, dict[str, int]]) -> dict[str, dict[str, str]]:
-    """``Session.schema()`` for pg_mimic: type names it maps to OIDs."""
-    return {name: {col: PG_NAMES.get(oid, "text") for col, oid in cols.items()}
-            for name, cols in declared.items()}
+def context(connection: t.Any) -> pgrewrite.Context:
+    """What a catalog query may ask of the connection (user, database, settings)."""
+    from .utility import setting
+
+    version = connection.server.parameter_status.get("server_version", "16.0")
+    return pgrewrite.Context(user=connection.username, database=connection.database, pid=connection.pid,
+                             settings=lambda name: setting(connection, name), version=f"PostgreSQL {version}")
 
 
-async def show(ctx: t.Any) -> StaticStatement | None:
-    m = _SHOW.match(ctx.sql)
-    if not m or is_dpsql_statement(ctx.sql):
+def _oid(dtype: str) -> int:
+    if dtype.endswith("[]"):
+        return ARRAY_OID.get(_oid(dtype[:-2]), TEXT)
+    return oid_of_duckdb(dtype)
+
+
+def _bound(tree: exp.Expression, values: list[t.Any] | None, oids: list[int | None]) -> str:
+    """``tree`` as DuckDB SQL, its parameters replaced by literals of ``values`` (None: stand-ins
+    that only serve to bind it)."""
+    from .params import literal
+
+    tree = tree.copy()
+    for node in list(tree.find_all(exp.Parameter)):
+        n = int(str(node.this.this)) if isinstance(node.this, exp.Literal) else 0
+        if values is None:
+            stand_in = node.find_ancestor(exp.Limit, exp.Offset) is not None
+            node.replace(exp.Literal.number(1) if stand_in else exp.null())
+        elif 1 <= n <= len(values):
+            node.replace(literal(values[n - 1], oids[n - 1] if n - 1 < len(oids) else None, False))
+        else:
+            raise PgError("08P01", f"the statement takes parameter ${n}, but {len(values)} were bound")
+    return tree.sql(dialect="duckdb")
+
+
+class CatalogStatement(Statement):
+    """A catalog query: described by binding it on the scratch catalog, run there per execution."""
+
+    def __init__(self, scratch: Scratch, sql: str, tree: exp.Expression | None, names: list[str],
+                 param_oids: list[int | None], effects: t.Callable[[], None] | None = None) -> None:
+        self.scratch = scratch
+        self.sql = sql
+        self.tree = tree  # None: not answerable, no rows
+        self.names = names
+        count = len(list(tree.find_all(exp.Parameter))) if tree is not None else 0
+        numbers = [int(str(p.this.this)) for p in tree.find_all(exp.Parameter)
+                   if isinstance(p.this, exp.Literal)] if tree is not None else []
+        wanted = max(numbers or [count])
+        self.param_oids = list(param_oids) + [None] * max(0, wanted - len(param_oids))
+        self.effects = effects
+        self._columns: list[ResultColumn] | None = None
+
+    async def describe(self) -> list[ResultColumn] | None:
+        if self._columns is None:
+            self._columns = self._describe()
+        return self._columns
+
+    def _describe(self) -> list[ResultColumn]:
+        if self.tree is not None:
+            try:
+                return [ResultColumn(n, _oid(d)) for n, d in self.scratch.describe(_bound(self.tree, None, []))]
+            except duckdb.Error as err:
+                log.info("catalog query answered with no rows (%s): %s", str(err).splitlines()[0], self.sql)
+                self.tree = None
+        return [ResultColumn(n, TEXT) for n in self.names]
+
+    def bind(self, values: list[t.Any]) -> Portal:
+        return CatalogPortal(self, values)
+
+
+class CatalogPortal(Portal):
+    def __init__(self, statement: CatalogStatement, values: list[t.Any]) -> None:
+        self.statement = statement
+        self.values = values
+        self._rows: list[tuple[t.Any, ...]] | None = None
+        self._at = 0
+
+    async def _run(self, columns: list[ResultColumn]) -> list[tuple[t.Any, ...]]:
+        st = self.statement
+        if st.effects is not None:
+            st.effects()
+        if st.tree is None:
+            return []
+        try:  # off the event loop: other connections go on while it runs
+            table = await asyncio.to_thread(st.scratch.run, _bound(st.tree, self.values, st.param_oids))
+        except duckdb.Error as err:
+            log.info("catalog query answered with no rows (%s): %s", str(err).splitlines()[0], st.sql)
+            return []
+        return conform(table, [Column(c.name, c.oid) for c in columns])
+
+    async def execute(self, max_rows: int) -> tuple[list[tuple[t.Any, ...]], bool]:
+        if self._rows is None:
+            self._rows = await self._run(await self.statement.describe() or [])
+        end = len(self._rows) if max_rows <= 0 else min(len(self._rows), self._at + max_rows)
+        rows = self._rows[self._at:end]
+        self._at = end
+        return rows, max_rows > 0 and end < len(self._rows)
+
+
+def answer(connection: t.Any, scratch: t.Callable[[], Scratch], sql: str, param_oids: list[int | None],
+           words: t.Iterable[str] | None = None) -> Statement | None:
+    """The statement answering a catalog query, or None when ``sql`` is not one (``words``: its
+    tokens' texts, when known; a statement without a catalog word is not parsed)."""
+    if words is not None and not pgrewrite.may_be_catalog_query(words):
         return None
-    what = " ".join(m.group("what").lower().split())
-    if " " not in what and what not in _KNOWN_SETTINGS:
-        return None  # SHOW name: pg_mimic answers it from the session's settings
-    name, value = _KNOWN_SETTINGS.get(what, (what.replace(" ", "_"), ""))
-    return StaticStatement(ctx.sql, [ResultColumn(name, TEXT)], [(value,)])
-
-
-async def no_op(ctx: t.Any) -> StaticStatement | None:
-    if not _NO_OP.match(ctx.sql) or _SET_SIMPLE.match(ctx.sql):
+    tree = pgrewrite.parse(sql)
+    if not pgrewrite.is_catalog_query(tree):
         return None
-    return StaticStatement(ctx.sql, None, [])
+    assert tree is not None
+    ctx = context(connection)
+    names = pgrewrite.output_names(tree)
+    try:
+        rewritten: exp.Expression | None = pgrewrite.rewrite(tree, ctx)
+    except pgrewrite.NotCatalog as err:
+        raise PgError("42501", f"a catalog query cannot also read {err}: pg_catalog and information_schema "
+                               "queries read the catalog only; query the table on its own") from None
+    except pgrewrite.Unanswerable as err:
+        log.info("catalog query answered with no rows (%s is not emulated): %s", err, sql)
+        rewritten = None
+    effects = None
+    if ctx.effects:
+        def effects() -> None:
+            for name, value in ctx.effects:
+                if value is None:
+                    connection.session_vars.pop(name, None)
+                else:
+                    connection.session_vars[name] = value
+    return CatalogStatement(scratch(), sql, rewritten, names, param_oids, effects)
 
-
-# -- JDBC DatabaseMetaData -----------------------------------------------------------------
-
-
-def _like(sql: str, column: str) -> re.Pattern[str] | None:
-    """The LIKE pattern a JDBC metadata query applies to ``column``, as a regex (None: any)."""
-    m = re.search(rf"\b{column}\s+(?:I?LIKE)\s+E?'((?:[^']|'')*)'", sql, re.IGNORECASE)
-    if not m:
-        return None
-    pattern, out, i = m.group(1).replace("''", "'"), "", 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out += re.escape(pattern[i + 1])
-            i += 2
-            continue
-        out += ".*" if ch == "%" else "." if ch == "_" else re.escape(ch)
-        i += 1
-    return re.compile(out + r"\Z", re.DOTALL)
-
-
-def _match(pattern: re.Pattern[str] | None, value: str) -> bool:
-    return pattern is None or pattern.match(value) is not None
-
-
-def _text_columns(*names: str) -> list[ResultColumn]:
-    return [ResultColumn(n, TEXT) for n in names]
-
-
-def jdbc(declared: dict[str, dict[str, int]]) -> t.Callable[[t.Any], t.Awaitable[StaticStatement | None]]:
-    """The middleware answering the JDBC driver's DatabaseMetaData queries."""
-
-    async def answer(ctx: t.Any) -> StaticStatement | None:
-        sql = ctx.sql
-        if "pg_catalog" not in sql.lower():
-            return None
-        if " AS TABLE_SCHEM" in sql and "pg_namespace" in sql and " AS TABLE_NAME" not in sql:
-            rows = [(s, None) for s in ("public",) if _match(_like(sql, "nspname"), s)]
-            return StaticStatement(sql, _text_columns("table_schem", "table_catalog"), rows)
-        if " AS TABLE_NAME" in sql and " AS TABLE_TYPE" in sql:
-            schema_ok = _match(_like(sql, "nspname"), "public")
-            names = _like(sql, "relname")
-            rows = [(None, "public", name, "TABLE", "", "", "", "", "", "")
-                    for name in sorted(declared) if schema_ok and _match(names, name)]
-            if "(false" in sql and "c.relkind = 'r'" not in sql:
-                rows = []  # only other types (views, sequences, ...) were asked for: there are none
-            return StaticStatement(sql, _text_columns(
-                "table_cat", "table_schem", "table_name", "table_type", "remarks", "type_cat", "type_schem",
-                "type_name", "self_referencing_col_name", "ref_generation"), rows)
-        if sql.startswith("SELECT * FROM (SELECT n.nspname,c.relname,a.attname,a.atttypid,") \
-                and "pg_attribute" in sql:
-            return _columns_query(declared, sql)
-        return None  # keys, indexes and the rest: pg_mimic's pg_catalog answers (no rows)
-
-    return answer
-
-
-def _columns_query(declared: dict[str, dict[str, int]], sql: str) -> StaticStatement:
-    """JDBC ``getColumns``: the driver reads these columns by name and decodes the rest itself."""
-    schema_ok = _match(_like(sql, "nspname"), "public")
-    table_pattern, column_pattern = _like(sql, "relname"), _like(sql, "attname")
-    rows = []
-    for table, cols in sorted(declared.items()):
-        if not schema_ok or not _match(table_pattern, table):
-            continue
-        for position, (col, oid) in enumerate(cols.items(), start=1):
-            if _match(column_pattern, col):
-                rows.append(("public", table, col, oid, False, -1, -1, -1, position, None, None, None, None, 0, "b"))
-    # the driver's own SELECT list, in its order
-    columns = [ResultColumn("nspname", TEXT), ResultColumn("relname", TEXT), ResultColumn("attname", TEXT),
-               ResultColumn("atttypid", INT8), ResultColumn("attnotnull", BOOL), ResultColumn("atttypmod", INT4),
-               ResultColumn("attlen", INT2), ResultColumn("typtypmod", INT4), ResultColumn("attnum", INT8),
-               ResultColumn("attidentity", TEXT), ResultColumn("attgenerated", TEXT), ResultColumn("adsrc", TEXT),
-               ResultColumn("description", TEXT), ResultColumn("typbasetype", INT8), ResultColumn("typtype", TEXT)]
-    return StaticStatement(sql, columns, rows)
-
-
-MIDDLEWARE = (show, no_op)

@@ -48,7 +48,7 @@ def _numbered(nodes: list[exp.Placeholder]) -> dict[int, list[exp.Placeholder]]:
     return out
 
 
-def _literal(value: t.Any, oid: int | None, in_options: bool) -> exp.Expression:
+def literal(value: t.Any, oid: int | None, in_options: bool) -> exp.Expression:
     if value is None:
         return exp.Null()
     if isinstance(value, list):
@@ -96,7 +96,7 @@ def inline(sql: str, values: list[t.Any], oids: list[int | None]) -> str:
         oid = oids[n - 1] if n - 1 < len(oids) else None
         for node in nodes:
             in_options = node.find_ancestor(dialect.DPOptions) is not None
-            node.replace(_literal(values[n - 1], oid, in_options))
+            node.replace(literal(values[n - 1], oid, in_options))
     return dialect.to_sql(tree)
 
 

@@ -2,11 +2,14 @@
 
 pg_mimic drives both the simple and the extended protocol through one Statement / Portal
 interface: ``describe()`` may be called at Parse, Bind or Describe time and must never run
-anything; ``Portal.execute()`` is the only place a statement runs. Here:
+anything; ``Portal.execute()`` is the only place a statement runs. Here, in this order:
 
-* the catalog middleware (:mod:`.catalog`, then pg_mimic's own chain) answers transaction
-  control, ``SET``/``SHOW``, session functions, ``information_schema`` and ``pg_catalog``
-  from the policy's declared tables;
+* session statements (:mod:`.utility`: ``SET``, ``SHOW``, transactions, savepoints; ``COPY`` and
+  ``LISTEN`` refused), prepared statements in SQL (``PREPARE``/``EXECUTE``/``DEALLOCATE``) and
+  cursors (:mod:`.cursors`: ``DECLARE``/``FETCH``/``MOVE``/``CLOSE``), all recognised on sqlglot's
+  PostgreSQL tokens;
+* catalog queries (:mod:`.catalog`): ``pg_catalog``, ``information_schema`` and session
+  functions, answered from the policy's declared tables on a scratch catalog;
 * every other statement is a :class:`DPStatement`: ``describe()`` prepares it with dpsql (parse,
   bind, plan, rewrite: no data read, nothing charged) and derives its columns from the plan;
   ``execute()`` inlines the bound parameters and runs it with ``Connection.sql``, charging the
@@ -16,24 +19,32 @@ anything; ``Portal.execute()`` is the only place a statement runs. Here:
 from __future__ import annotations
 
 import logging
-import re
 import typing as t
 
 from pg_mimic import Portal, Session, Statement
+from pg_mimic import connection as pg_connection
 from pg_mimic.errors import PgError
-from pg_mimic.middleware import DEFAULT_MIDDLEWARE, resolve
+from pg_mimic.middleware import asyncpg_typeinfo, resolve
 from pg_mimic.results import ResultColumn
 
 from dpsql.errors import BindError, BudgetError, Error, OptionError, ParseError, PrivacyError
 
-from . import catalog, params
+from . import catalog, cursors, params, utility
 from .columns import Column, conform, oid_of_duckdb
 
 if t.TYPE_CHECKING:
+    from .cursors import Cursor
     from .pool import Pool, Worker
+    from .scratch import Scratch
     from .users import User
 
 log = logging.getLogger("dpsql.serve")
+
+# A simple query of several statements: pg_mimic splits it by parsing it with sqlglot and hands
+# on each statement re-rendered by sqlglot, which respells what it does not know ("CLOSE c"
+# becomes "CLOSE AS c") and cannot split text it does not parse (dpsql's WITH (...) options).
+# Splitting on the semicolons between sqlglot's tokens keeps each statement's own text.
+pg_connection.split_statements = utility.split
 
 INTERNAL = "internal error; the details are withheld because they could depend on private values"
 
@@ -68,24 +79,35 @@ class DPSession(Session):
     def __init__(self, pool: Pool, users: dict[str, User], declared: dict[str, dict[str, int]]) -> None:
         #: SQL-level prepared statements (PREPARE name AS ...): name → (text, parameter types)
         self.named: dict[str, tuple[str, list[int | None]]] = {}
+        #: cursors declared in SQL (DECLARE name CURSOR FOR ...), by name
+        self.cursors: dict[str, Cursor] = {}
+        #: savepoints of the open transaction, oldest first
+        self.savepoints: list[str] = []
         self.pool = pool
         self.users = users
         self.declared = declared
-        self.middleware = (*catalog.MIDDLEWARE, catalog.jdbc(declared), *DEFAULT_MIDDLEWARE)
-
-    async def schema(self) -> dict[str, dict[str, str]]:
-        return catalog.schema(self.declared)
+        #: what is left to pg_mimic: asyncpg's type introspection
+        self.middleware = (asyncpg_typeinfo,)
 
     @property
     def user(self) -> str:
         return self._connection.username if self._connection is not None else ""
 
+    def scratch(self) -> Scratch:
+        from .scratch import scratch_for
+
+        return scratch_for(self.declared)
+
     async def prepare(self, sql: str, param_oids: list[int | None]) -> Statement:
-        named = sql_prepared(self, sql)
-        if named is not None:
-            return named
-        if catalog.is_dpsql_statement(sql):
+        words = utility.words(sql)
+        if utility.is_dpsql_statement(words):
             return DPStatement(self, sql, param_oids)
+        answered = sql_prepared(self, words) or cursors.statement(self, words, param_oids) \
+            or utility.answer(self._connection, words) \
+            or catalog.answer(self._connection, self.scratch, sql, param_oids,
+                              None if words is None else [tok.text for tok in words.tokens])
+        if answered is not None:
+            return answered
         try:
             answered = await resolve(self._connection, sql, param_oids, self.middleware)
         except Error as err:
@@ -93,6 +115,47 @@ class DPSession(Session):
         if answered is not None:
             return answered
         return DPStatement(self, sql, param_oids)
+
+    # -- session state the statements of .utility and .cursors change --------------------------
+
+    def close_cursors(self, name: str | None = None, holdable: bool = True) -> None:
+        """Close cursor ``name`` (all of them when None; only those without HOLD unless
+        ``holdable``)."""
+        for found in [n for n, c in self.cursors.items() if (name is None or n == name) and (holdable or not c.hold)]:
+            del self.cursors[found]
+            if self._connection is not None:
+                self._connection.portals.pop(found, None)
+
+    def end_transaction(self) -> None:
+        self.savepoints.clear()
+        self.close_cursors(holdable=False)
+
+    def discard(self) -> None:
+        """DISCARD ALL: prepared statements and cursors go (the settings are the caller's)."""
+        self.named.clear()
+        self.close_cursors()
+
+    def savepoint(self, name: str | None) -> None:
+        if self._connection.tx_status == b"I":
+            raise PgError("25P01", "SAVEPOINT can only be used in transaction blocks; BEGIN first")
+        self.savepoints.append(name or "")
+
+    def _find_savepoint(self, name: str | None) -> int:
+        if name not in self.savepoints:
+            raise PgError("3B001", f'savepoint "{name}" does not exist')
+        return len(self.savepoints) - 1 - self.savepoints[::-1].index(name)
+
+    def rollback_to(self, name: str | None) -> None:
+        """ROLLBACK TO SAVEPOINT: the transaction goes on (it is no longer failed)."""
+        if self._connection.tx_status == b"I":
+            raise PgError("25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks")
+        del self.savepoints[self._find_savepoint(name) + 1:]
+        self._connection.tx_status = b"T"
+
+    def release(self, name: str | None) -> None:
+        if self._connection.tx_status == b"I":
+            raise PgError("25P01", "RELEASE SAVEPOINT can only be used in transaction blocks")
+        del self.savepoints[self._find_savepoint(name):]
 
     async def run(self, fn: t.Callable[[Worker], t.Any]) -> t.Any:
         try:
@@ -150,44 +213,53 @@ class ExecuteStatement(DPStatement):
         return DPPortal(self, self.values)
 
 
-_PREPARE = re.compile(r"^\s*PREPARE\s+(?P<name>\w+)\s*(?:\((?P<types>[^)]*)\))?\s+AS\s+(?P<body>.+)$",
-                      re.IGNORECASE | re.DOTALL)
-_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>\w+)\s*(?:\((?P<args>.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_DEALLOCATE = re.compile(r"^\s*DEALLOCATE\s+(?:PREPARE\s+)?(?P<name>\w+)\s*;?\s*$", re.IGNORECASE)
-
-
-def sql_prepared(session: DPSession, sql: str) -> Statement | None:
+def sql_prepared(session: DPSession, w: utility.Words | None) -> Statement | None:
     """``PREPARE name [(types)] AS statement``, ``EXECUTE name(args)`` and ``DEALLOCATE name``:
     prepared statements for clients that have no extended protocol (psql). Arguments must be
     literals; they are inlined like bound parameters, and each EXECUTE is charged."""
     from pg_mimic import StaticStatement
 
-    m = _PREPARE.match(sql)
-    if m:
-        name = m.group("name").lower()
-        if name in session.named:
-            raise PgError("42P05", f'prepared statement "{name}" already exists')
-        types = [t.strip() for t in (m.group("types") or "").split(",") if t.strip()]
-        oids = [oid_of_duckdb(_DUCKDB_NAMES.get(t.lower(), t)) for t in types]
-        body = m.group("body").strip().rstrip(";")
+    head = w.keyword(0) if w is not None else ""
+    if w is None or head not in ("PREPARE", "EXECUTE", "DEALLOCATE"):
+        return None
+    if head == "DEALLOCATE":
+        at = 2 if w.keyword(1) == "PREPARE" else 1
+        if w.keyword(at) == "ALL" and len(w.tokens) == at + 1:
+            return StaticStatement(w.sql, None, [], session.named.clear)
+        name = w.name(at)
+        return StaticStatement(w.sql, None, [], lambda: session.named.pop(name or "", None))
+    name = w.name(1)
+    if head == "PREPARE":
+        return _prepare(session, w, name)
+    if name not in session.named:
+        raise PgError("26000", f'prepared statement "{name}" does not exist; PREPARE it first')
+    body, oids = session.named[name]
+    values = _literal_args(w.rest(3)[:-1] if w.keyword(2) == "(" and w.keyword(len(w.tokens) - 1) == ")" else "")
+    return ExecuteStatement(session, body, oids + [None] * max(0, len(values) - len(oids)), values)
 
-        def store() -> None:
-            session.named[name] = (body, oids)
 
-        return StaticStatement(sql, None, [], store)
-    m = _DEALLOCATE.match(sql)
-    if m:
-        name = m.group("name").lower()
-        return StaticStatement(sql, None, [], lambda: session.named.pop(name, None))
-    m = _EXECUTE.match(sql)
-    if m:
-        name = m.group("name").lower()
-        if name not in session.named:
-            raise PgError("26000", f'prepared statement "{name}" does not exist')
-        body, oids = session.named[name]
-        values = _literal_args(m.group("args") or "")
-        return ExecuteStatement(session, body, oids + [None] * max(0, len(values) - len(oids)), values)
-    return None
+def _prepare(session: DPSession, w: utility.Words, name: str | None) -> Statement:
+    from pg_mimic import StaticStatement
+
+    at, types = 2, []
+    if w.keyword(2) == "(":
+        close = next((i for i in range(3, len(w.tokens)) if w.keyword(i) == ")"), None)
+        if close is None:
+            raise PgError("42601", "PREPARE name (types) AS statement: the list of types is not closed")
+        text = w.sql[w.tokens[2].end + 1:w.tokens[close].start]
+        types = [part.strip() for part in text.split(",") if part.strip()]
+        at = close + 1
+    if name is None or w.keyword(at) != "AS" or at + 1 >= len(w.tokens):
+        raise PgError("42601", "PREPARE takes a name and a statement: PREPARE name [(types)] AS SELECT ...")
+    if name in session.named:
+        raise PgError("42P05", f'prepared statement "{name}" already exists; DEALLOCATE it first')
+    oids = [oid_of_duckdb(_DUCKDB_NAMES.get(" ".join(ty.lower().split()), ty)) for ty in types]
+    body = w.rest(at + 1)
+
+    def store() -> None:
+        session.named[name] = (body, oids)
+
+    return StaticStatement(w.sql, None, [], store)
 
 
 _DUCKDB_NAMES = {"int": "INTEGER", "int4": "INTEGER", "int8": "BIGINT", "int2": "SMALLINT", "float8": "DOUBLE",
