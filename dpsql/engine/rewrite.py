@@ -114,16 +114,37 @@ def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = No
     # below HUGEINT's 2**127; with wider bounds the literals are DOUBLE, and so is the CASE.
     integral = (float(lower).is_integer() and float(upper).is_integer()
                 and max(abs(lower), abs(upper)) <= 2.0**62)
-    x = _sql(arg)
-    if dtype.startswith("DECIMAL") and dtype not in _INTEGER_TYPES:
-        x = f"CAST({x} AS DOUBLE)"
-    elif dtype not in _INTEGER_TYPES and dtype not in _FLOAT_TYPES:
-        x = f"TRY_CAST({x} AS DOUBLE)"
+    x = operand(arg, dtype)
     if dtype in _INTEGER_TYPES and integral:
         lo, hi = str(int(lower)), str(int(upper))
     else:
         lo, hi = repr(float(lower)), repr(float(upper))
     return f"CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END"
+
+
+def operand(arg: exp.Expression, dtype: str | None = None) -> str:
+    """The argument as a number, as :func:`clip` reads it: as it is (an integer or float column),
+    ``CAST(... AS DOUBLE)`` (a decimal), or ``TRY_CAST(... AS DOUBLE)`` (any other type)."""
+    dtype = (dtype or "").upper()
+    x = _sql(arg)
+    if dtype.startswith("DECIMAL") and dtype not in _INTEGER_TYPES:
+        return f"CAST({x} AS DOUBLE)"
+    if dtype not in _INTEGER_TYPES and dtype not in _FLOAT_TYPES:
+        return f"TRY_CAST({x} AS DOUBLE)"
+    return x
+
+
+def value(prep: Prepared) -> str:
+    """The value column of an aggregate: its argument clipped to the bounds (:func:`clip`), its
+    integer on a fixed-point grid (``prep.fixed``, :mod:`dpsql.mechanisms.fixed`: the clamp to
+    the integers' range replaces the clip), or the argument as it is (``prep.clips`` false)."""
+    agg = prep.agg
+    assert agg.arg is not None
+    if not prep.clips:
+        return _sql(agg.arg)
+    if prep.fixed is not None and not prep.fixed.integer:
+        return prep.fixed.sql(operand(agg.arg, agg.column_type))
+    return clip(agg.arg, agg.lower, agg.upper, agg.column_type)
 
 
 def _sql(node: exp.Expression) -> str:
@@ -246,8 +267,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     for prep in plan.prepared:
         agg = prep.agg
         if agg.arg is not None:
-            value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else _sql(agg.arg)
-            named[build.value(agg.index)] = value
+            named[build.value(agg.index)] = value(prep)
             projections.append(f"{named[build.value(agg.index)]} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             named[name] = _sql(total(expr))

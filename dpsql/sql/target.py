@@ -18,6 +18,8 @@ DuckDB form                          Spark form
 ``HASH(a, ...)``                     ``XXHASH64(a, ...)`` (a signed 64-bit hash: only its order is used)
 ``HASH(a) % k`` (chunks)             ``PMOD(XXHASH64(a), k)``: never negative, so no chunk is lost
 ``HUGEINT`` / ``INT128``             ``DECIMAL(38, 0)``
+``SUM(CAST(x AS BIGINT))`` (an exact  ``SUM(CAST(x AS DECIMAL(38, 0)))``: Spark's SUM of a BIGINT is a
+sum of integers: HUGEINT)            BIGINT that can overflow (:meth:`SparkTarget.exact_sum`)
 ``LIST(x ORDER BY y)``               ``TRANSFORM(ARRAY_SORT(COLLECT_LIST(STRUCT(y, x))), e -> e.x)``,
                                      or ``ARRAY_SORT(COLLECT_LIST(STRUCT(...)))`` when ``x`` is a
                                      struct whose first field is ``y``
@@ -221,6 +223,8 @@ class SparkTarget(Target):
             return self.row_hash(node)
         if isinstance(node, exp.DataType) and node.this in _WIDE:
             return exp.DataType.build("DECIMAL(38, 0)")
+        if isinstance(node, exp.Sum) and isinstance(node.this, exp.Cast) and node.this.to.this == exp.DataType.Type.BIGINT:
+            return self.exact_sum(node)
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
             return self.ordered_list(node.this)
         if isinstance(node, exp.Filter) and isinstance(node.this, exp.ArrayAgg) \
@@ -321,6 +325,15 @@ class SparkTarget(Target):
         source.set("this", joins[0].this.copy())
         joins[0].pop()
         stats.pop()
+
+    def exact_sum(self, node: exp.Sum) -> exp.Expression:
+        """``SUM(CAST(x AS BIGINT))``, an exact sum of integers (DuckDB sums BIGINT into HUGEINT):
+        ``SUM(CAST(x AS DECIMAL(38, 0)))``, since Spark's SUM of a BIGINT is a BIGINT that can
+        overflow. Every such sum dpsql writes stays below 2^126 < 10^38
+        (:mod:`dpsql.mechanisms.fixed`)."""
+        cast = node.this.copy()
+        cast.set("to", exp.DataType.build("DECIMAL(38, 0)"))
+        return exp.Sum(this=cast)
 
     def total(self, node: exp.Expression) -> exp.Expression:
         """``TRY(x)``: the arithmetic in ``x`` as ``try_*`` functions, casts as ``TRY_CAST``."""
