@@ -134,7 +134,7 @@ def operand(arg: exp.Expression, dtype: str | None = None) -> str:
     return x
 
 
-def value(prep: Prepared) -> str:
+def value(prep: Prepared, target: Target = DUCKDB) -> str:
     """The value column of an aggregate: its argument clipped to the bounds (:func:`clip`), its
     integer on a fixed-point grid (``prep.fixed``, :mod:`dpsql.mechanisms.fixed`: the clamp to
     the integers' range replaces the clip), or the argument as it is (``prep.clips`` false)."""
@@ -143,7 +143,7 @@ def value(prep: Prepared) -> str:
     if not prep.clips:
         return _sql(agg.arg)
     if prep.fixed is not None and not prep.fixed.integer:
-        return prep.fixed.sql(operand(agg.arg, agg.column_type))
+        return prep.fixed.sql(operand(agg.arg, agg.column_type), target.integer)
     return clip(agg.arg, agg.lower, agg.upper, agg.column_type)
 
 
@@ -267,7 +267,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     for prep in plan.prepared:
         agg = prep.agg
         if agg.arg is not None:
-            named[build.value(agg.index)] = value(prep)
+            named[build.value(agg.index)] = value(prep, target)
             projections.append(f"{named[build.value(agg.index)]} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             named[name] = _sql(total(expr))

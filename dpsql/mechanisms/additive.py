@@ -46,19 +46,21 @@ one each, so it keeps COUNT's m. Both are checked by brute force in ``tests/test
 
 Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022)
     A floating-point SUM rounds, and one added row can move a rounded sum by more than the
-    table allows. So every sum is of integers: each clipped value becomes an integer d in
-    [A, B] on a public grid 2^g (the clamp to [A, B] comes after every floating-point step),
-    and SUM(d), SUM(d·d) and COUNT(d) are exact (HUGEINT in DuckDB, DECIMAL(38, 0) in Spark).
-    The table above holds with the bounds of the integers: SUM with L' = A·2^g and U' = B·2^g
-    (at most one grid step 2^g outside [L, U]; g = 0 and L' = L, U' = U for an integer
-    column with whole bounds), Σ(v − c) with r' = (B − A)/2·2^g, and VAR's two sums with
-    r' = R·2^g ≤ r + 2^g (d ∈ [−R, R] centred in SQL, 2^g ≤ 2^−30·r). Those sensitivities (rounded up to a
-    double) are the ones the noise is calibrated to and the report shows. MEAN's centred sum
-    Σ(d − (A + B)/2) is formed in Python integers. The exact integers reach the release as
-    integers: the noise is added on the release grid to the exact value
-    (:mod:`dpsql.privacy.grid`), never to a double near it. An exact part is kept inside the
-    range the bounds allow over N_MAX = 2^63 rows (a NULL sum, of no rows, is 0), so that
-    nothing can fail, depending on the data, after the budget is charged.
+    table allows. So every sum is of integers: each value becomes an integer d in [A, B] on a
+    public grid 2^g, standing for the value centre + d·2^g (the clamp to [A, B] comes after
+    every floating-point step and is the clip), and COUNT(d), SUM(d) and SUM(d·d) are exact
+    (HUGEINT in DuckDB, DECIMAL(38, 0) in Spark). The table holds with the bounds of the
+    integers, L' = centre + A·2^g and U' = centre + B·2^g, at most one step 2^g ≤ 2^−30·r
+    (SUM: 2^−30·max(|L|, |U|)) outside [L, U]: SUM's d are the steps of the values (centre
+    0), MEAN's and VAR's are centred in SQL (d ∈ [−R, R], r' = R·2^g), MEAN's and SUM's of an
+    integer column with whole bounds are the clipped integers themselves (g = 0, L' = L,
+    U' = U). MEAN's centred sum is 2Σd − (A + B)·n on the grid 2^(g − 1), in Python integers.
+    These sensitivities, rounded up to a double, are the ones the noise is calibrated to and the
+    report shows. The exact integers reach the release as integers: the noise is added on the
+    release grid to the exact value (:mod:`dpsql.privacy.grid`), never to a double near it.
+    An exact part is kept inside the range the bounds allow over N_MAX = 2^63 rows (a NULL
+    sum, of no rows, is 0), so that nothing can fail, depending on the data, after the budget
+    is charged.
 """
 
 from __future__ import annotations
@@ -148,10 +150,11 @@ class _AdditivePrepared(Prepared):
         self.lower, self.upper = lo, hi
         # the integers the sums add up (module docstring, "Exact sums"); None for a count
         self.fixed = None
-        if stat == "var":
-            self.fixed = FixedPoint.centred(lo, hi)
+        whole = stat != "var" and whole_numbers(agg)
+        if stat == "sum" or whole:
+            self.fixed = FixedPoint.values(lo, hi, whole)
         elif stat != "count":
-            self.fixed = FixedPoint.values(lo, hi, whole_numbers(agg))
+            self.fixed = FixedPoint.centred(lo, hi)
         sens = {} if self.public_count else self._sensitivities(l2=(kind == "gaussian"))
         if agg.distinct_unit and not ctx.grouped:
             # DP_COUNT(DISTINCT unit): one unit adds or removes one distinct value, however many
@@ -170,7 +173,7 @@ class _AdditivePrepared(Prepared):
         f = self.fixed
         if f is None:
             return sensitivities(self.stat, self.lower, self.upper, self.ctx, l2=l2)
-        exact = sensitivities(self.stat, f.low * f.unit, f.high * f.unit, self.ctx, l2=l2)
+        exact = sensitivities(self.stat, f.value(f.low), f.value(f.high), self.ctx, l2=l2)
         return {name: up(x) for name, x in exact.items()}
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
@@ -265,7 +268,7 @@ class _AdditivePrepared(Prepared):
         pn, ps = self.parts["n"], self.parts["s1"]
         denom = np.maximum(n, 1.0)
         mean = s1 / denom
-        centre = float(self.fixed.centre) if self.fixed is not None else 0.0
+        centre = float(self.fixed.midpoint) if self.fixed is not None else 0.0
         mean += centre
         mean = _clamp(mean, self.lower, self.upper)
         # Both parts inside their (1+c)/2 intervals holds with probability >= c (union bound).
@@ -284,7 +287,7 @@ class _AdditivePrepared(Prepared):
     def _var(self, noisy: dict[str, np.ndarray], conf: float) -> ReleasedColumn:
         f = self.fixed
         assert f is not None
-        r = float(f.high * f.unit)  # the integers' half-width, r + at most one grid step
+        r = float(Fraction(f.high - f.low, 2) * f.unit)  # the integers' half-width: r + at most a step
         q = 1 - (1 - conf) / 3
         halves = {name: part.ci(q) for name, part in self.parts.items()}
 

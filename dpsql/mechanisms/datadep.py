@@ -290,10 +290,11 @@ def mean_grid(agg: t.Any, stat: str) -> FixedPoint | None:
     sum over their exact count, not a floating-point AVG, whose rounding can move it by more than
     its local sensitivity (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022). The mean is then
     that of values in [A·2^g, B·2^g] ⊇ [L, U], and its sensitivities use that width,
-    :attr:`FixedPoint.width` (U − L plus at most one grid step 2^g ≤ 2^−61·max(|L|, |U|))."""
+    :attr:`FixedPoint.width` (U − L plus at most one grid step 2^g ≤ 2^−30·(U − L)/2)."""
     if stat != "mean":
         return None
-    return FixedPoint.values(float(agg.lower), float(agg.upper), whole_numbers(agg))
+    lower, upper = float(agg.lower), float(agg.upper)
+    return FixedPoint.values(lower, upper, True) if whole_numbers(agg) else FixedPoint.centred(lower, upper)
 
 
 def exact_mean(grid: FixedPoint, stats: t.Mapping[str, t.Any]) -> tuple[int, Fraction]:

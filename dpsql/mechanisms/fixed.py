@@ -8,32 +8,39 @@ its sensitivity is 0.0005. The rounding depends on the data and is not in the se
 
 How: in SQL each value x becomes the integer
 
-    d = FLOOR(clamp(x·2^−g − o, A, B)),   A ≤ d ≤ B integers,
+    d = round(clamp((x − a)·2^−g, A, B)),   A ≤ d ≤ B integers,  |A|, |B| ≤ 2^31,
 
-and the statistics are SUM(d), SUM(d·d) and COUNT(d) in integers: DuckDB sums BIGINT into
-HUGEINT, Spark into DECIMAL(38, 0) (:mod:`dpsql.sql.target`), exactly. The clamp and the FLOOR
-come last, so one row's d lies in [A, B] whatever rounding x·2^−g − o suffered: the integer range,
-not the real one, gives the sensitivity, and it includes the (less than one) grid step by which
-[A·2^g, B·2^g] may exceed the bounds. The clamp replaces the clip to [L, U]: a value outside
-is clipped to the grid point of its bound, NULL stays NULL, NaN goes to B and ±inf to the ends
-(as the clip does). g, o, A and B come from the bounds alone, never from the data:
+and the statistics are COUNT(d), SUM(d) and SUM(d·d), exact: DuckDB sums BIGINT into HUGEINT,
+Spark into DECIMAL(38, 0) (:mod:`dpsql.sql.target`); d·d < 2^63 is a BIGINT and no sum of up to
+2^63 rows passes 2^125. The clamp and the rounding to an integer come last, so one row's d lies
+in [A, B] whatever rounding (x − a)·2^−g suffered: the integers' range, not the real one, gives the
+sensitivity, and it includes the (less than one) step by which it may exceed the bounds. The
+clamp is the clip: a value outside [L, U] goes to the end of the range, NULL stays NULL, NaN goes
+to B and ±inf to the ends, as the clip does. d stands for the value a + d·2^g. g, a, A and B
+come from the bounds alone, never from the data. The rounding is to the nearest integer, ties to
+even: DuckDB's CAST of a DOUBLE to BIGINT, Spark's ``CAST(RINT(...) AS BIGINT)`` (its CAST
+truncates; :meth:`dpsql.sql.target.Target.integer`), so both engines compute the same d.
 
-* :meth:`FixedPoint.values` (SUM, MEAN, and the mean of ``ptr`` and ``smooth``): o = 0,
-  2^g = 2^(e − 62) for max(|L|, |U|) < 2^e, A = ⌊L·2^−g⌋, B = ⌈U·2^−g⌉, so |d| ≤ 2^62 and no sum
-  of up to 2^63 rows passes 2^125. Below 2^53 in magnitude x·2^−g keeps every bit of a double
-  near the larger bound (the grid is 2^−62 of it); the sum is then centred in Python, exactly:
-  Σ(d − (A + B)/2) has per-row range ±(B − A)/2, i.e. ±((U − L)/2 plus at most one step).
-  An integer column with whole bounds needs none of it: its clipped values are the integers
-  (g = 0, A = L, B = U, :attr:`FixedPoint.integer`), exact as before.
-* :meth:`FixedPoint.centred` (VAR, STDDEV): o = c·2^−g rounded, c = (L + U)/2, 2^g = 2^(e − 31) for
-  r = (U − L)/2 < 2^e, A = −R, B = R with R = ⌈r·2^−g⌉ ≤ 2^31: d·d < 2^63 in BIGINT, and Σd²
-  over 2^63 rows stays below 2^125. The grid is 2^−30 of r or finer. (For bounds whose centre
-  is more than 2^990 times their half-width, g is raised until c·2^−g is a finite double.)
+* :meth:`FixedPoint.values` (SUM): a = 0, 2^g = 2^(e − 31) for max(|L|, |U|) < 2^e,
+  [A, B] = the nearest steps of L and U. The step is 2^−30 of
+  max(|L|, |U|) or finer, and SUM's noise is at least max(|L|, |U|)/ε: the rounding of a row
+  is at most 2^−31 of the noise scale times ε.
+* :meth:`FixedPoint.centred` (MEAN, VAR, STDDEV, and the mean of ``ptr`` and ``smooth``):
+  a = c = (L + U)/2 to the nearest double (x − c is exact when x is within a factor of 2 of
+  c, the case of bounds far from 0), 2^g = 2^(e − 31) for r = (U − L)/2 < 2^e,
+  [A, B] = [−R, R] with R the larger |step| of L and U (R
+  ≤ 2^31; the grid is made coarser in the rare case where the rounding of c would push it past).
+  The step is 2^−30 of r or finer. MEAN's centred sum is Σd; VAR's second sum is Σd².
+* :attr:`FixedPoint.integer`: an integer column with whole bounds (SUM, MEAN) needs none of it;
+  its clipped values are the integers (g = 0, [A, B] = [L, U]), exact as before, and
+  MEAN's centred sum is formed in Python integers as 2Σd − (A + B)·n.
+
+Why 31 bits: DuckDB adds BIGINT values below 2^31 into its HUGEINT sum about a third faster than
+values near 2^62 (measured; docs/noise.md), and d·d must fit a BIGINT. Integer columns read
+through a grid lose nothing either: for integers and bounds below 2^52, (x − c)·2^−g is exact.
 
 The exact statistic then reaches the release as integers (:mod:`dpsql.privacy.grid`): the noise
-is added on the release grid to the exact value, never to a double near it. Integer columns read
-through the grid lose nothing either: (x − c)·2^−g is exact for integers below 2^52 and bounds of
-that size.
+is added on the release grid to the exact value, never to a double near it.
 """
 
 from __future__ import annotations
@@ -45,10 +52,8 @@ from fractions import Fraction
 
 import numpy as np
 
-#: Bits of the grid of plain sums: |d| ≤ 2^62.
-SUM_BITS = 62
-#: Bits of the grid of sums of squares: |d| ≤ 2^31, so d·d < 2^63.
-SQUARE_BITS = 31
+#: Bits of the grid: |d| ≤ 2^31, so d·d < 2^63.
+BITS = 31
 #: The largest binary exponent of the grid's scale 2^−g (a finite double).
 _MAX_SCALE = 1023
 
@@ -69,12 +74,13 @@ def double_literal(x: float) -> str:
 
 @dataclass(frozen=True)
 class FixedPoint:
-    """Values as integers d in [low, high] on the grid 2^exponent (module docstring)."""
+    """Values as integers d in [low, high] on the grid 2^exponent (module docstring): d stands
+    for ``centre + d·2^exponent``."""
 
     exponent: int  # g
     low: int  # A
     high: int  # B
-    offset: float = 0.0  # o (a double)
+    origin: float = 0.0  # a (a double)
     #: the values are the clipped integers themselves (an integer column, whole bounds): no grid
     integer: bool = False
 
@@ -85,22 +91,23 @@ class FixedPoint:
         if whole:
             return cls(0, int(lower), int(upper), integer=True)
         lo, hi = Fraction(lower), Fraction(upper)
-        big = max(abs(lo), abs(hi))
-        g = max(_exponent(big) - SUM_BITS, -_MAX_SCALE) if big else 0
+        g = max(_exponent(max(abs(lo), abs(hi))) - BITS, -_MAX_SCALE)
         scale = Fraction(2) ** -g
-        return cls(g, math.floor(lo * scale), math.ceil(hi * scale))
+        return cls(g, round(lo * scale), round(hi * scale))
 
     @classmethod
     def centred(cls, lower: float, upper: float) -> "FixedPoint":
-        """The grid of a sum of squares of the values in [lower, upper] less their centre."""
+        """The grid of the values in [lower, upper] less their centre (a mean, a variance)."""
         lo, hi = Fraction(lower), Fraction(upper)
-        r, c = (hi - lo) / 2, (hi + lo) / 2
-        g = max(_exponent(r) - SQUARE_BITS, -_MAX_SCALE)
-        if c:
-            g = max(g, _exponent(c) - 1020)  # c·2^−g below 2^1020
-        scale = Fraction(2) ** -g
-        radius = math.ceil(r * scale)
-        return cls(g, -radius, radius, offset=float(c * scale))
+        origin = float((hi + lo) / 2)
+        a = Fraction(origin)
+        g = max(_exponent((hi - lo) / 2) - BITS, -_MAX_SCALE)
+        while True:
+            scale = Fraction(2) ** -g
+            radius = max(abs(round((lo - a) * scale)), abs(round((hi - a) * scale)))
+            if radius <= 2**BITS:
+                return cls(g, -radius, radius, origin=origin)
+            g += 1  # c rounded to a double far from (L + U)/2: a coarser grid
 
     @property
     def unit(self) -> Fraction:
@@ -109,8 +116,17 @@ class FixedPoint:
 
     @property
     def centre(self) -> Fraction:
-        """(A + B)/2 in value: the centre of the range of d (for a mean)."""
-        return Fraction(self.low + self.high, 2) * self.unit
+        """The value d = 0 stands for: a (0 for a plain sum and for the integers themselves)."""
+        return Fraction(self.origin)
+
+    def value(self, d: Fraction | int) -> Fraction:
+        """The value the integer (or mean of integers) ``d`` stands for."""
+        return self.centre + d * self.unit
+
+    @property
+    def midpoint(self) -> Fraction:
+        """The value of (A + B)/2: a mean's centre."""
+        return self.value(Fraction(self.low + self.high, 2))
 
     @property
     def width(self) -> float:
@@ -118,27 +134,36 @@ class FixedPoint:
         return up((self.high - self.low) * self.unit)
 
     def mean(self, n: int, total: int) -> Fraction:
-        """The exact mean of n integers summing to ``total``, as a value in [A·2^g, B·2^g] (kept
-        there; the centre when n = 0)."""
+        """The exact mean of n integers summing to ``total``, as a value (kept in the range;
+        the midpoint when n = 0)."""
         if n <= 0:
-            return self.centre
-        return min(max(Fraction(total, n), Fraction(self.low)), Fraction(self.high)) * self.unit
+            return self.midpoint
+        return self.value(min(max(Fraction(total, n), Fraction(self.low)), Fraction(self.high)))
 
-    def sql(self, x: str) -> str:
-        """d of the value ``x`` (SQL text of a number): ``CAST(FLOOR(clamp(x·2^−g − o)) AS BIGINT)``."""
+    def step(self, x: float) -> int:
+        """d of the value ``x`` computed exactly (what :meth:`sql` gives whenever its floating-point
+        steps are exact, e.g. for integers; otherwise within one step of it)."""
+        if self.integer:
+            return min(max(round(x), self.low), self.high)
+        return round(min(max((Fraction(x) - Fraction(self.origin)) / self.unit, Fraction(self.low)), Fraction(self.high)))
+
+    def sql(self, x: str, integer: t.Callable[[str], str]) -> str:
+        """d of the value ``x`` (SQL text of a number): ``integer(clamp((x − a)·2^−g))``, where
+        ``integer`` rounds a DOUBLE that is a BIGINT to the nearest integer, ties to even
+        (:meth:`dpsql.sql.target.Target.integer`)."""
         assert not self.integer
+        if self.origin:
+            sign = "-" if self.origin > 0 else "+"
+            x = f"{x} {sign} {double_literal(abs(self.origin))}"
         t_ = f"({x}) * {double_literal(math.ldexp(1.0, -self.exponent))}"
-        if self.offset:
-            sign = "-" if self.offset > 0 else "+"
-            t_ += f" {sign} {double_literal(abs(self.offset))}"
         lo, hi = double_literal(float(self.low)), double_literal(float(self.high))
-        return f"CAST(FLOOR(CASE WHEN {t_} < {lo} THEN {lo} WHEN {t_} > {hi} THEN {hi} ELSE {t_} END) AS BIGINT)"
+        return integer(f"CASE WHEN {t_} < {lo} THEN {lo} WHEN {t_} > {hi} THEN {hi} ELSE {t_} END")
 
     def describe(self) -> str:
         """For EXPLAIN: the grid and the integer range."""
         if self.integer:
             return f"exact integers in [{self.low}, {self.high}]"
-        return f"fixed point: integers in [{self.low}, {self.high}] × 2^{self.exponent}"
+        return f"fixed point: integers in [{self.low}, {self.high}] on the grid 2^{self.exponent}"
 
 
 def up(x: Fraction) -> float:

@@ -70,8 +70,6 @@ def grid_noise(noise: "NoiseSource", kind: str, scale: float, k: int, size: int)
     float release of ``kind`` (``laplace`` or ``gaussian``) with this scale on that grid."""
     unit = math.ldexp(scale, -k)  # exact: a power of two apart
     name = "laplace_int" if kind == "laplace" else "gaussian_int"
-    if size == 1:
-        return np.array([getattr(noise, name)(0, unit)], dtype=object)
     drawn = noise.add_many(name, np.zeros(size, dtype=np.int64), unit)
     if isinstance(drawn, np.ndarray) and drawn.dtype == np.int64:
         return drawn
