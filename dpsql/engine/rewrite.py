@@ -7,7 +7,7 @@ Shape (one scan of the private table; clipping in SQL)::
              CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END AS __v0, ...
       FROM "db"."main"."table" AS __t WHERE <where> AND ...
     ), __stats AS (                                  -- one row per group
-      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0) AS a0_s, ...
+      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(CAST(__v0 AS BIGINT)) AS a0_s, ...
       FROM __src GROUP BY __k0, ...
     )
     SELECT ... FROM (SELECT CAST(__k0 AS <type>) AS __k0, ... FROM __domain) AS __keys
@@ -35,6 +35,9 @@ the table is read as ``__t."name"``: no name a user writes reaches the statement
 make the query fail (a failure would reveal that such a value exists); a value that does not
 cast is NULL and is skipped like NULL.
 NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip to the bounds.
+A value that is summed (``prep.fixed``) is instead its integer on a public fixed-point grid
+(:mod:`dpsql.mechanisms.fixed`), clamped to the integers' range after every floating-point
+step, so that its sums are exact (an integer column with whole bounds keeps its integer clip).
 """
 
 from __future__ import annotations
