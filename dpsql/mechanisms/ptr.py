@@ -9,9 +9,12 @@ Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
     dataset whose local sensitivity exceeds b, is computed exactly (for the bound A of
     :mod:`dpsql.privacy.sensitivity`), capped at C. With Z a discrete
     Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
-    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The exact mean is read
-    clamped to [L, U], where it lies, so it is finite even if DuckDB's average were not (the
-    plan refuses bounds whose sum over 2^63 rows would overflow).
+    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The mean is exact: Σd/n of the
+    fixed-point integers of :func:`dpsql.mechanisms.datadep.mean_grid` (an exact integer sum in
+    SQL, the division in fractions), not a float AVG, whose rounding can exceed b when the bounds
+    are far from zero relative to their width (Casacuberta, Shoemate, Vadhan, Wagaman, CCS
+    2022); its D uses the width of the integers' range (U − L plus at most one step), and f(x)
+    is rounded to the release grid in integers (:mod:`dpsql.privacy.grid`).
 
 Guarantee
     (ε₁ + ε₂, δ)-DP per calibrated step (one unit; one row with GROUP BY and units of several
