@@ -183,8 +183,10 @@ def test_columns_release_the_exact_statistics_without_noise(con: dpsql.Connectio
     for g, x in con.engine.connection.execute("SELECT g, xi FROM d WHERE xi IS NOT NULL").fetchall():
         data.setdefault(g, []).append(min(max(x, 0), 100))
     groups = ["a", "b", "c", "e", "n"]
-    stats = [{"n": len(data.get(g, [])), "s": sum(data.get(g, [])) if g in data else None,
-              "q": sum(x * x for x in data.get(g, [])) if g in data else None} for g in groups]
+    fixed = prep.fixed  # the sums are of integers d (dpsql.mechanisms.fixed), computed here as the SQL does
+    ints = {g: [int(x) if fixed is None else fixed.step(x) for x in xs] for g, xs in data.items()}
+    stats = [{"n": len(ints.get(g, [])), "s": sum(ints.get(g, [])) if g in ints else None,
+              "q": sum(d * d for d in ints.get(g, [])) if g in ints else None} for g in groups]
     out = prep.release_many(Groups.of(stats), _Exact())
     assert isinstance(out, ReleasedColumn) and len(out) == len(groups)
     for g, (value, entry) in zip(groups, out):

@@ -62,7 +62,7 @@ ADULT_QUERIES = [
     "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
     "SELECT income, DP_QUANTILE(hours_per_week, 0.25) FROM adult GROUP BY income "
     "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
-    "SELECT DP_MEAN(fnlwgt, 0, 1e6) FROM adult WITH (mechanism = 'smooth', noise = 'cauchy', epsilon = 1)",
+    "SELECT DP_MEAN(fnlwgt, 0, 1e6) FROM adult WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
     "SELECT DP_VAR(age), DP_STDDEV(hours_per_week) FROM adult WITH (mechanism = 'gaussian', epsilon = 1, delta = 1e-6)",
     "SELECT DP_COUNT(DISTINCT workclass) FROM adult WITH (epsilon = 1)",
     "SELECT DP_SUM(CAST(workclass AS INT), 0, 10) FROM adult WITH (epsilon = 1)",

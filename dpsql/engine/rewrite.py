@@ -7,7 +7,7 @@ Shape (one scan of the private table; clipping in SQL)::
              CASE WHEN x < L THEN L WHEN x > U THEN U ELSE x END AS __v0, ...
       FROM "db"."main"."table" AS __t WHERE <where> AND ...
     ), __stats AS (                                  -- one row per group
-      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(__v0) AS a0_s, ...
+      SELECT __k0, ..., COUNT(__v0) AS a0_n, SUM(CAST(__v0 AS BIGINT)) AS a0_s, ...
       FROM __src GROUP BY __k0, ...
     )
     SELECT ... FROM (SELECT CAST(__k0 AS <type>) AS __k0, ... FROM __domain) AS __keys
@@ -35,6 +35,9 @@ the table is read as ``__t."name"``: no name a user writes reaches the statement
 make the query fail (a failure would reveal that such a value exists); a value that does not
 cast is NULL and is skipped like NULL.
 NaN clips to the upper bound (DuckDB orders NaN above every number); ±inf clip to the bounds.
+A value that is summed (``prep.fixed``) is instead its integer on a public fixed-point grid
+(:mod:`dpsql.mechanisms.fixed`), clamped to the integers' range after every floating-point
+step, so that its sums are exact (an integer column with whole bounds keeps its integer clip).
 """
 
 from __future__ import annotations
@@ -114,16 +117,37 @@ def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = No
     # below HUGEINT's 2**127; with wider bounds the literals are DOUBLE, and so is the CASE.
     integral = (float(lower).is_integer() and float(upper).is_integer()
                 and max(abs(lower), abs(upper)) <= 2.0**62)
-    x = _sql(arg)
-    if dtype.startswith("DECIMAL") and dtype not in _INTEGER_TYPES:
-        x = f"CAST({x} AS DOUBLE)"
-    elif dtype not in _INTEGER_TYPES and dtype not in _FLOAT_TYPES:
-        x = f"TRY_CAST({x} AS DOUBLE)"
+    x = operand(arg, dtype)
     if dtype in _INTEGER_TYPES and integral:
         lo, hi = str(int(lower)), str(int(upper))
     else:
         lo, hi = repr(float(lower)), repr(float(upper))
     return f"CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} ELSE {x} END"
+
+
+def operand(arg: exp.Expression, dtype: str | None = None) -> str:
+    """The argument as a number, as :func:`clip` reads it: as it is (an integer or float column),
+    ``CAST(... AS DOUBLE)`` (a decimal), or ``TRY_CAST(... AS DOUBLE)`` (any other type)."""
+    dtype = (dtype or "").upper()
+    x = _sql(arg)
+    if dtype.startswith("DECIMAL") and dtype not in _INTEGER_TYPES:
+        return f"CAST({x} AS DOUBLE)"
+    if dtype not in _INTEGER_TYPES and dtype not in _FLOAT_TYPES:
+        return f"TRY_CAST({x} AS DOUBLE)"
+    return x
+
+
+def value(prep: Prepared, target: Target = DUCKDB) -> str:
+    """The value column of an aggregate: its argument clipped to the bounds (:func:`clip`), its
+    integer on a fixed-point grid (``prep.fixed``, :mod:`dpsql.mechanisms.fixed`: the clamp to
+    the integers' range replaces the clip), or the argument as it is (``prep.clips`` false)."""
+    agg = prep.agg
+    assert agg.arg is not None
+    if not prep.clips:
+        return _sql(agg.arg)
+    if prep.fixed is not None and not prep.fixed.integer:
+        return prep.fixed.sql(operand(agg.arg, agg.column_type), target.integer)
+    return clip(agg.arg, agg.lower, agg.upper, agg.column_type)
 
 
 def _sql(node: exp.Expression) -> str:
@@ -246,8 +270,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     for prep in plan.prepared:
         agg = prep.agg
         if agg.arg is not None:
-            value = clip(agg.arg, agg.lower, agg.upper, agg.column_type) if prep.clips else _sql(agg.arg)
-            named[build.value(agg.index)] = value
+            named[build.value(agg.index)] = value(prep, target)
             projections.append(f"{named[build.value(agg.index)]} AS {build.value(agg.index)}")
         for name, expr in agg.inner_args:
             named[name] = _sql(total(expr))

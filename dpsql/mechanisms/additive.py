@@ -44,21 +44,29 @@ across groups as COUNT does). COUNT(DISTINCT unit) counts units: without GROUP B
 it by 1 whatever its rows (× the group size); with GROUP BY a unit's rows can reach m groups,
 one each, so it keeps COUNT's m. Both are checked by brute force in ``tests/test_units_sql.py``.
 
-Exact statistics that are not finite
-    The plan refuses bounds for which a sum of N_MAX = 2^63 clipped values (for VAR, of their
-    squares) could overflow a double, so the exact parts DuckDB returns are finite. As a last
-    guard, the release clamps every exact part into the range the bounds allow over N_MAX rows
-    (SUM: [N_MAX·min(L, 0), N_MAX·max(U, 0)]; Σ(v − c): [−N_MAX·r, N_MAX·r]; Σ(v − c)²:
-    [0, N_MAX·r²]; a count: [0, N_MAX]), so +inf becomes the bound-implied maximum, −inf the
-    minimum, and NaN is read as 0. The clamp leaves every attainable value as it is and moves
-    two values no further apart, so the sensitivities and the guarantee above are unchanged;
-    what it buys is that nothing can fail, depending on the data, after the budget is charged.
+Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022)
+    A floating-point SUM rounds, and one added row can move a rounded sum by more than the
+    table allows. So every sum is of integers: each value becomes an integer d in [A, B] on a
+    public grid 2^g, standing for the value centre + d·2^g (the clamp to [A, B] comes after
+    every floating-point step and is the clip), and COUNT(d), SUM(d) and SUM(d·d) are exact
+    (HUGEINT in DuckDB, DECIMAL(38, 0) in Spark). The table holds with the bounds of the
+    integers, L' = centre + A·2^g and U' = centre + B·2^g, at most one step 2^g ≤ 2^−30·r
+    (SUM: 2^−30·max(|L|, |U|)) outside [L, U]: SUM's d are the steps of the values (centre
+    0), MEAN's and VAR's are centred in SQL (d ∈ [−R, R], r' = R·2^g), MEAN's and SUM's of an
+    integer column with whole bounds are the clipped integers themselves (g = 0, L' = L,
+    U' = U). MEAN's centred sum is 2Σd − (A + B)·n on the grid 2^(g − 1), in Python integers.
+    These sensitivities, rounded up to a double, are the ones the noise is calibrated to and the
+    report shows. The exact integers reach the release as integers: the noise is added on the
+    release grid to the exact value (:mod:`dpsql.privacy.grid`), never to a double near it.
+    An exact part is kept inside the range the bounds allow over N_MAX = 2^63 rows (a NULL
+    sum, of no rows, is 0), so that nothing can fail, depending on the data, after the budget
+    is charged.
 """
 
 from __future__ import annotations
 
-import sys
 import typing as t
+from fractions import Fraction
 
 import numpy as np
 from sqlglot import exp
@@ -76,7 +84,9 @@ from dpsql.mechanisms.base import (
     register,
 )
 from dpsql.mechanisms.batch import Groups, ReleasedColumn
+from dpsql.mechanisms.fixed import FixedPoint, integers, linear, up
 from dpsql.privacy.budget import Cost
+from dpsql.sql.argtypes import whole_numbers
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
@@ -84,8 +94,12 @@ if t.TYPE_CHECKING:
     from dpsql.sql.bind import BoundAggregate
 
 
-def sensitivities(stat: str, lower: float, upper: float, ctx: Context, l2: bool = False) -> dict[str, float]:
-    """Sensitivity of each part the statistic releases, for the context's relation (× m).
+_Number = t.TypeVar("_Number", float, Fraction)
+
+
+def sensitivities(stat: str, lower: _Number, upper: _Number, ctx: Context, l2: bool = False) -> dict[str, t.Any]:
+    """Sensitivity of each part the statistic releases, for the context's relation (× m): the
+    table of the module docstring for values in [lower, upper], floats or (exactly) fractions.
 
     m is the L1 multiplier ``ctx.max_rows``, or with ``l2`` (the Gaussian mechanism) the L2
     multiplier ``ctx.l2_rows``: the two differ when a unit may reach g groups with r rows in
@@ -93,7 +107,9 @@ def sensitivities(stat: str, lower: float, upper: float, ctx: Context, l2: bool 
     """
     m = ctx.l2_rows if l2 else ctx.max_rows
     assert m is not None
-    r = (upper - lower) / 2.0
+    if isinstance(lower, Fraction):  # exact bounds: exact sensitivities
+        m = Fraction(m)
+    r = (upper - lower) / 2
     big = max(abs(lower), abs(upper))
     replace = ctx.neighbouring == "replace"
     count = (2.0 if ctx.grouped else 1.0) if replace else 1.0
@@ -132,8 +148,14 @@ class _AdditivePrepared(Prepared):
         lo = agg.lower if agg.lower is not None else 0.0
         hi = agg.upper if agg.upper is not None else 0.0
         self.lower, self.upper = lo, hi
-        self.center = (lo + hi) / 2.0
-        sens = {} if self.public_count else sensitivities(stat, lo, hi, ctx, l2=(kind == "gaussian"))
+        # the integers the sums add up (module docstring, "Exact sums"); None for a count
+        self.fixed = None
+        whole = stat != "var" and whole_numbers(agg)
+        if stat == "sum" or whole:
+            self.fixed = FixedPoint.values(lo, hi, whole)
+        elif stat != "count":
+            self.fixed = FixedPoint.centred(lo, hi)
+        sens = {} if self.public_count else self._sensitivities(l2=(kind == "gaussian"))
         if agg.distinct_unit and not ctx.grouped:
             # DP_COUNT(DISTINCT unit): one unit adds or removes one distinct value, however many
             # rows it has (× the policy's group size).
@@ -146,32 +168,28 @@ class _AdditivePrepared(Prepared):
         if self.public_count:
             self.cost = Cost()
 
+    def _sensitivities(self, l2: bool) -> dict[str, float]:
+        """The table of the module docstring for the integers' bounds, each rounded up."""
+        f = self.fixed
+        if f is None:
+            return sensitivities(self.stat, self.lower, self.upper, self.ctx, l2=l2)
+        exact = sensitivities(self.stat, f.value(f.low), f.value(f.high), self.ctx, l2=l2)
+        return {name: up(x) for name, x in exact.items()}
+
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
-        """Raw moments only: centring happens in :meth:`centred` (exact for integer columns,
-        and no DECIMAL arithmetic in DuckDB)."""
+        """COUNT(d), SUM(d) and SUM(d·d) of the integers d (``v``, :attr:`fixed`), exact; the
+        sums are written ``SUM(CAST(... AS BIGINT))``: Spark's form sums them as DECIMAL(38, 0)."""
         if self.stat == "count":
             if v is not None and self.agg.distinct:
                 return {"n": exp.Count(this=exp.Distinct(expressions=[v.copy()]))}
             return {"n": exp.Count(this=exp.Star() if v is None else v.copy())}
         assert v is not None
         if self.stat == "sum":
-            return {"s": exp.Sum(this=v.copy())}
-        out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy()), "s": exp.Sum(this=v.copy())}
+            return {"s": _integer_sum(v)}
+        out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy()), "s": _integer_sum(v)}
         if self.stat == "var":
-            as_double = exp.Cast(this=v.copy(), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
-            out["q"] = exp.Sum(this=exp.Mul(this=as_double, expression=v.copy()))
+            out["q"] = _integer_sum(exp.Mul(this=v.copy(), expression=v.copy()))
         return out
-
-    def part_range(self, name: str) -> tuple[float, float]:
-        """The values part ``name`` can take over at most N_MAX rows clipped to [L, U]."""
-        r = (self.upper - self.lower) / 2.0
-        if name == "n":
-            return 0.0, float(N_MAX)
-        if name == "s":
-            return N_MAX * min(self.lower, 0.0), N_MAX * max(self.upper, 0.0)
-        if name == "s1":
-            return -N_MAX * r, N_MAX * r
-        return 0.0, N_MAX * r * r
 
     # -- release ------------------------------------------------------------------------------
 
@@ -188,32 +206,39 @@ class _AdditivePrepared(Prepared):
             note = "public under replace: n is known"
             values = [int(num(x)) for x in cols.column("n")]
             return ReleasedColumn(values, self._report(None, None, 0.0, note), np.zeros(len(values)))
-        exact = self.centred_columns(cols)
-        noisy = {name: part.add_many(exact[name], noise) for name, part in self.parts.items()}
+        exact = self.exact_units(cols)
+        noisy = {}
+        for name, part in self.parts.items():
+            units, exponent = exact[name]
+            noisy[name] = part.add_many(units, noise) if part.integer else part.add_exact(units, exponent, noise)
         return self._finish(noisy)
 
-    def centred_columns(self, cols: Groups) -> dict[str, np.ndarray]:
-        """:meth:`centred` on every group at once (float64 columns, each kept in its range)."""
-        with np.errstate(all="ignore"):
-            if self.stat in ("count", "sum"):
-                out = {name: cols.numbers(name) for name in self.parts}
-            else:
-                n, c = cols.numbers("n"), self.center
-                s1 = _integer_centred(cols, c) if c.is_integer() else None
-                if s1 is None:
-                    s1 = cols.numbers("s") - c * n
-                out = {"n": n, "s1": s1}
-                if self.stat == "var":
-                    s = cols.numbers("s")
-                    out["s2"] = np.maximum(cols.numbers("q") - 2 * c * s + c * c * n, 0.0)
-            for name, value in out.items():  # every array here is new: changed in place
-                _into_range(value, *self.part_range(name))
-        return out
+    def exact_units(self, cols: Groups) -> dict[str, tuple[np.ndarray, int]]:
+        """Every released part of every group exactly, as (integers, e): the value is each
+        integer times 2^e. n, and SUM's Σd, MEAN's Σ(d − (A + B)/2) or VAR's Σd and Σd², each
+        kept in the range its bounds allow over N_MAX rows (NULL, no rows, is 0)."""
+        n = integers(cols.array("n"), 0, N_MAX) if "n" in self.parts else None
+        f = self.fixed
+        if f is None:
+            assert n is not None
+            return {"n": (n, 0)}
+        low, high = N_MAX * min(f.low, 0), N_MAX * max(f.high, 0)
+        s = integers(cols.array("s"), low, high)
+        if self.stat == "sum":
+            return {"s": (s, f.exponent)}
+        assert n is not None
+        if self.stat == "mean":  # 2·Σd − (A + B)·n on the grid 2^(g − 1)
+            return {"n": (n, 0), "s1": (linear(s, 2, n, -(f.low + f.high)), f.exponent - 1)}
+        q = integers(cols.array("q"), 0, N_MAX * f.high * f.high)
+        return {"n": (n, 0), "s1": (s, f.exponent), "s2": (q, 2 * f.exponent)}
+
+    def exact(self, stats: t.Mapping[str, t.Any]) -> dict[str, Fraction]:
+        """The exact values of the released parts of one group (see :meth:`exact_units`)."""
+        return {name: int(col[0]) * Fraction(2) ** e for name, (col, e) in self.exact_units(Groups.of([stats])).items()}
 
     def centred(self, stats: t.Mapping[str, t.Any]) -> dict[str, float]:
-        """The exact values of the released parts of one group: n, Σ(v − c) and Σ(v − c)² from
-        raw moments, each kept inside the range the bounds allow (:meth:`part_range`)."""
-        return {name: float(col[0]) for name, col in self.centred_columns(Groups.of([stats])).items()}
+        """:meth:`exact` rounded to floats (for inspection; the release uses the exact values)."""
+        return {name: float(x) for name, x in self.exact(stats).items()}
 
     def _finish(self, noisy: dict[str, t.Any]) -> ReleasedColumn:
         """The released values of every group from the noisy parts (post-processing only)."""
@@ -243,12 +268,13 @@ class _AdditivePrepared(Prepared):
         pn, ps = self.parts["n"], self.parts["s1"]
         denom = np.maximum(n, 1.0)
         mean = s1 / denom
-        mean += self.center
+        centre = float(self.fixed.midpoint) if self.fixed is not None else 0.0
+        mean += centre
         mean = _clamp(mean, self.lower, self.upper)
         # Both parts inside their (1+c)/2 intervals holds with probability >= c (union bound).
         q = (1 + conf) / 2
         hn, hs = pn.ci(q), ps.ci(q)
-        width = mean - self.center  # (hs + |mean − c|·hn) / max(denom − hn, 1), in place
+        width = mean - centre  # (hs + |mean − c|·hn) / max(denom − hn, 1), in place
         np.abs(width, out=width)
         width *= hn
         width += hs
@@ -259,7 +285,9 @@ class _AdditivePrepared(Prepared):
                                                           "ratio of noisy sum and noisy count"), width)
 
     def _var(self, noisy: dict[str, np.ndarray], conf: float) -> ReleasedColumn:
-        r = (self.upper - self.lower) / 2.0
+        f = self.fixed
+        assert f is not None
+        r = float(Fraction(f.high - f.low, 2) * f.unit)  # the integers' half-width: r + at most a step
         q = 1 - (1 - conf) / 3
         halves = {name: part.ci(q) for name, part in self.parts.items()}
 
@@ -309,6 +337,8 @@ class _AdditivePrepared(Prepared):
                 for name, p in self.parts.items()
             ),
         }
+        if self.fixed is not None:
+            out["sums"] = self.fixed.describe()
         return out
 
 
@@ -351,21 +381,6 @@ def _same(width: float, size: int) -> np.ndarray:
     return out
 
 
-def _into_range(x: np.ndarray, lo: float, hi: float) -> None:
-    """Keep the float64 column ``x`` (changed in place) in [lo, hi], NaN read as 0 and ±inf as
-    the nearest finite bound: what ``nan_to_num`` then ``clip`` give, without their Python
-    wrappers (a few ufunc calls, a third of their cost on one group)."""
-    top = sys.float_info.max
-    lo, hi = max(lo, -top), min(hi, top)
-    if x.size == 1:  # one group (an ungrouped query): in Python floats, cheaper than four ufuncs
-        v = float(x[0])
-        x[0] = min(max(0.0, lo), hi) if v != v else min(max(v, lo), hi)
-        return
-    np.minimum(x, hi, out=x)  # NaN stays NaN
-    np.maximum(x, lo, out=x)
-    np.copyto(x, min(max(0.0, lo), hi), where=np.isnan(x))
-
-
 def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:
     """:func:`dpsql.mechanisms.base.clamp` on a column: NaN → ``lo``, then into [lo, hi]."""
     out = np.maximum(x, lo)  # NaN stays NaN
@@ -374,31 +389,7 @@ def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.
     return out
 
 
-#: Below this magnitude, Σv and c·n and their difference are exact in int64.
-_INT62 = 2**62
-
-
-def _integer_centred(cols: Groups, c: float) -> np.ndarray | None:
-    """Σv − c·n of every group exactly in integers, rounded once to float64, when every sum is
-    an integer (none NULL) and the centre ``c`` is whole; None otherwise.
-
-    In int64 when every term is below 2^62 in magnitude (then the difference is exact, and
-    int64 → float64 rounds to nearest as ``float(int)`` does), else in Python integers.
-    """
-    raw = cols.array("s")
-    if raw.dtype == np.int64:
-        n = cols.array("n")
-        if n.dtype == np.int64 and abs(c) < _INT62:
-            top = max(_magnitude(raw), abs(int(c)) * _magnitude(n))
-            if top < _INT62:
-                return (raw - np.int64(int(c)) * n).astype(np.float64)
-    raw = cols.column("s")
-    if not all(isinstance(x, int) for x in raw):
-        return None
-    ints = np.array([int(x) for x in cols.column("n")], dtype=object)
-    return (raw.astype(object) - int(c) * ints).astype(np.float64)
-
-
-def _magnitude(col: np.ndarray) -> int:
-    """The largest |x| of an int64 column (0 when empty), without int64's overflow at −2^63."""
-    return max(-int(col.min()), int(col.max())) if col.size else 0
+def _integer_sum(v: exp.Expression) -> exp.Expression:
+    """``SUM(CAST(v AS BIGINT))``: the exact sum of integers (DuckDB's is HUGEINT; Spark's form
+    casts to DECIMAL(38, 0) instead, :mod:`dpsql.sql.target`)."""
+    return exp.Sum(this=exp.Cast(this=v.copy(), to=exp.DataType(this=exp.DataType.Type.BIGINT)))

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from dpsql.errors import PrivacyError
+from dpsql.privacy import grid as _grid
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
@@ -60,6 +61,7 @@ from dpsql.sql.keywords import JOIN_OPTIONS, OPTION_KEYS
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
+    from dpsql.mechanisms.fixed import FixedPoint
     from dpsql.privacy.noise import NoiseSource
     from dpsql.sql.bind import BoundAggregate
     from dpsql.sql.options import Options
@@ -144,6 +146,11 @@ class NoisyPart:
         out = noise.add_many("gaussian", [float(v) for v in values], self.scale)
         return [int(round(x)) for x in out] if self.integer else out
 
+    def add_exact(self, units: t.Any, exponent: int, noise: "NoiseSource") -> t.Any:
+        """:meth:`add_many` for exact values given as integers times 2^exponent (a float part):
+        the noise is added on the release grid to the exact value (:mod:`dpsql.privacy.grid`)."""
+        return _grid.release_units(noise, self.kind, units, exponent, self.scale)
+
     def ci(self, confidence: float) -> float:
         if self.kind == "laplace":
             return _noise.laplace_ci(self.scale, confidence)
@@ -165,6 +172,10 @@ class Prepared(abc.ABC):
     cost: Cost
     #: whether the rewrite must compute the clipped value ``v`` of the aggregate's argument
     clips: bool = True
+    #: when set, ``v`` is that integer of the argument instead of its clipped value
+    #: (:class:`dpsql.mechanisms.fixed.FixedPoint`; unless it is ``integer``: the clipped
+    #: integers themselves)
+    fixed: "FixedPoint | None" = None
     #: whether the source rows must carry their privacy unit as column ``__u`` (the id, or for
     #: row-level privacy a hash of the whole row of the base table)
     needs_unit: bool = False

@@ -55,6 +55,7 @@ from sqlglot import exp
 
 from dpsql.errors import InternalError, PrivacyError
 from dpsql.mechanisms.base import raw_select
+from dpsql.mechanisms.fixed import FixedPoint, whole
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
@@ -274,12 +275,33 @@ def quantile_subquery(prep: WindowSQL, source: str, keys: list[str], v: str | No
 
 
 def count_and_mean(stat: str, v: exp.Expression | None) -> dict[str, exp.Expression]:
-    """The grouped statistics PTR and smooth share: n, and the exact mean for DP_MEAN."""
+    """The grouped statistics PTR and smooth share: n, and for DP_MEAN the exact sum of the
+    integers ``v`` (:func:`mean_grid`), from which :func:`exact_mean` is the exact mean."""
     assert v is not None
     out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy())}
     if stat == "mean":
-        out["mean"] = exp.Avg(this=v.copy())
+        bigint = exp.DataType(this=exp.DataType.Type.BIGINT)
+        out["s"] = exp.Sum(this=exp.Cast(this=v.copy(), to=bigint))
     return out
+
+
+def mean_grid(agg: t.Any, stat: str) -> FixedPoint | None:
+    """The fixed-point grid of DP_MEAN's values (None for a quantile): the mean is their exact
+    sum over their exact count, not a floating-point AVG, whose rounding can move it by more than
+    its local sensitivity (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022). The mean is then
+    that of values in [A·2^g, B·2^g] ⊇ [L, U], and its sensitivities use that width,
+    :attr:`FixedPoint.width` (U − L plus at most one grid step 2^g ≤ 2^−30·(U − L)/2)."""
+    if stat != "mean":
+        return None
+    lower, upper = float(agg.lower), float(agg.upper)
+    return FixedPoint.values(lower, upper, True) if whole_numbers(agg) else FixedPoint.centred(lower, upper)
+
+
+def exact_mean(grid: FixedPoint, stats: t.Mapping[str, t.Any]) -> tuple[int, Fraction]:
+    """(n, the exact mean) of one group from COUNT and SUM of the integers (:func:`count_and_mean`);
+    the centre of the range for no rows."""
+    n = min(max(whole(stats.get("n")), 0), 2**63)
+    return n, grid.mean(n, whole(stats.get("s")))
 
 
 class QuantileSQL:

@@ -9,9 +9,12 @@ Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
     dataset whose local sensitivity exceeds b, is computed exactly (for the bound A of
     :mod:`dpsql.privacy.sensitivity`), capped at C. With Z a discrete
     Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
-    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The exact mean is read
-    clamped to [L, U], where it lies, so it is finite even if DuckDB's average were not (the
-    plan refuses bounds whose sum over 2^63 rows would overflow).
+    f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The mean is exact: Σd/n of the
+    fixed-point integers of :func:`dpsql.mechanisms.datadep.mean_grid` (an exact integer sum in
+    SQL, the division in fractions), not a float AVG, whose rounding can exceed b when the bounds
+    are far from zero relative to their width (Casacuberta, Shoemate, Vadhan, Wagaman, CCS
+    2022); its D uses the width of the integers' range (U − L plus at most one step), and f(x)
+    is rounded to the release grid in integers (:mod:`dpsql.privacy.grid`).
 
 Guarantee
     (ε₁ + ε₂, δ)-DP per calibrated step (one unit; one row with GROUP BY and units of several
@@ -54,10 +57,12 @@ from __future__ import annotations
 
 import math
 import typing as t
+from fractions import Fraction
 
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
-from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, finite_in, fmt, num, register
+from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, register
+from dpsql.privacy import grid as _grid
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
@@ -105,6 +110,7 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
         self.b = float(ctx.options.bound)
         self.stat = "mean" if agg.statistic == "mean" else "quantile"
         self.p = datadep.exact_p(agg.quantile, agg.label) if self.stat == "quantile" else None
+        self.fixed = datadep.mean_grid(agg, self.stat)
         self.cal = datadep.calibrate(ctx, cost)
         self.eps_test = self.cal.epsilon * TEST_SHARE
         self.eps_release = self.cal.epsilon - self.eps_test
@@ -126,18 +132,17 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
 
     # -- release -----------------------------------------------------------------------------
 
-    def distance(self, stats: t.Mapping[str, t.Any]) -> tuple[int, float, int]:
-        """(D capped at C, f(x), n) from one group's exact statistics."""
-        n = int(num(stats.get("n")))
-        if self.stat == "mean":
-            # the mean of values clipped to [L, U] lies in [L, U]; finite_in keeps it finite
-            f = finite_in(num(stats.get("mean")), self.lower, self.upper) if n else (self.lower + self.upper) / 2
-            d = sens.mean_distance(n, self.b, self.lower, self.upper, self.cal.relation, self.cal.rows)
+    def distance(self, stats: t.Mapping[str, t.Any]) -> tuple[int, Fraction, int]:
+        """(D capped at C, f(x) exactly, n) from one group's exact statistics."""
+        if self.fixed is not None:  # the mean: exact, of values on the grid (datadep.mean_grid)
+            n, f = datadep.exact_mean(self.fixed, stats)
+            d = sens.mean_distance(n, self.b, 0.0, self.fixed.width, self.cal.relation, self.cal.rows)
             return min(d, self.cap), f, n
+        n = int(num(stats.get("n")))
         if n == 0:  # only the padding: x_0 = L, x_1 = U
-            return (0 if self.upper - self.lower > self.b else self.cap), self.upper, 0
+            return (0 if self.upper - self.lower > self.b else self.cap), Fraction(self.upper), 0
         dcol, _, fcol = self.columns
-        return int(stats[dcol]), float(stats[fcol]), n
+        return int(stats[dcol]), Fraction(float(stats[fcol])), n
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
         d, f, _ = self.distance(stats)
@@ -145,7 +150,7 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
             return None, self._report(
                 "⊥ (NULL): the test failed, the data may be too close to a dataset whose local "
                 f"sensitivity exceeds bound={fmt(self.b)}; the budget was spent all the same", passed=False)
-        value = clamp(noise.laplace(f, self.scale), self.lower, self.upper)
+        value = clamp(_grid.release_value(noise, "laplace", f, self.scale), self.lower, self.upper)
         return value, self._report(f"test passed; Laplace noise for the proposed bound {fmt(self.b)}")
 
     def _report(self, note: str, passed: bool = True) -> ReportEntry:
@@ -171,6 +176,7 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
                      f"(T = ln(1/(2δ))/ε₁ = {fmt(continuous_threshold(self.eps_test, self.cal.delta))})"),
             "release": f"f(x) + Laplace(b = {fmt(self.scale)}); budget spent even on ⊥",
             "relation": self.cal.why,
+            **({"mean": "exact: " + self.fixed.describe()} if self.fixed is not None else {}),
         }
 
 

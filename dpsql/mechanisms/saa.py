@@ -28,6 +28,16 @@ changed chunk; c = the number of chunks one protected change can touch)
     without GROUP BY), doubled under ``replace``. The per-group releases add up to ε because
     the changed chunks of all groups together number at most c.
 
+Exact mean of the answers
+    The mean of the k clipped answers (and the Winsorized mean) is computed as an exact fraction
+    and rounded only to the release grid, in integers (:func:`dpsql.privacy.grid.release_value`):
+    a floating-point mean rounds by an amount that depends on the answers, which is not in
+    c·(u − l)/k (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022). The sensitivities are exact
+    fractions rounded up. The answers themselves are the engine's: an aggregate whose
+    floating-point result depends on the order in which a parallel engine adds a chunk's rows (an
+    AVG of doubles) can differ in its last bits between two runs over the same chunk; each answer
+    stays clipped to [l, u], but that run-to-run difference is not in the sensitivity.
+
 ``aggregator='mean'``: mean(a) + Lap(c·(u − l)/(k·ε)), pure ε-DP (Nissim, Raskhodnikova,
 Smith 2007; the Laplace mechanism of Dwork, McSherry, Nissim, Smith 2006); the result is
 clamped to [l, u].
@@ -45,6 +55,7 @@ from __future__ import annotations
 
 import math
 import typing as t
+from fractions import Fraction
 
 import sqlglot
 from sqlglot import exp
@@ -62,6 +73,8 @@ from dpsql.mechanisms.base import (
     fmt,
     register,
 )
+from dpsql.mechanisms.fixed import up
+from dpsql.privacy import grid as _grid
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
 from dpsql.sql import build
@@ -158,9 +171,9 @@ class _SaaPrepared(Prepared):
         # DP_AGG's aggregate runs per chunk here, over the source columns the binder made of
         # its arguments (``agg.inner_args``, projected into __src by the rewrite).
         self.inner: exp.Expression | None = agg.inner
-        width = self.upper - self.lower
         if self.aggregator == "mean":
-            self.part = NoisyPart("mean", self.c * width / self.k, "laplace", cost)
+            self.part = NoisyPart("mean", up(self.c * (Fraction(self.upper) - Fraction(self.lower)) / self.k),
+                                  "laplace", cost)
         else:
             eq1, eq3, em = (s * cost.epsilon for s in WINSORIZED_SPLIT)
             self.eps_q = (eq1 / (2.0 * self.c), eq3 / (2.0 * self.c))
@@ -207,8 +220,8 @@ class _SaaPrepared(Prepared):
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
         a = self.answers(stats)
         if self.aggregator == "mean":
-            mean = math.fsum(a) / self.k
-            value = clamp(self.part.add(mean, noise), self.lower, self.upper)
+            mean = _exact_mean(a)
+            value = clamp(_grid.release_value(noise, self.part.kind, mean, self.part.scale), self.lower, self.upper)
             ci = self.part.ci(self.ctx.confidence)
             return value, self._report(self.part.sensitivity, self.part.scale, ci,
                                        f"mean of {self.k} chunk answers; interval covers the noise only")
@@ -224,10 +237,10 @@ class _SaaPrepared(Prepared):
         if not lo < hi:  # every answer is clipped to one point: the mean is that point
             value = clamp(mid, self.lower, self.upper)
             return value, self._report(0.0, None, 0.0, "winsorized to a single point")
-        w = math.fsum(min(max(x, lo), hi) for x in a) / self.k
-        sens = self.c * (hi - lo) / self.k
+        w = _exact_mean([min(max(x, lo), hi) for x in a])
+        sens = up(self.c * (Fraction(hi) - Fraction(lo)) / self.k)
         scale = _noise.laplace_scale(sens, self.eps_mean)
-        value = clamp(noise.laplace(w, scale), lo, hi)
+        value = clamp(_grid.release_value(noise, "laplace", w, scale), lo, hi)
         ci = _noise.laplace_ci(scale, self.ctx.confidence)
         return value, self._report(sens, scale, ci, f"winsorized to [{fmt(lo)}, {fmt(hi)}]; "
                                    "interval covers the last step's noise only")
@@ -255,6 +268,12 @@ class _SaaPrepared(Prepared):
             out["release"] = (f"widened Winsorized mean (Smith 2011): quartiles by the exponential mechanism "
                               f"at ε={fmt(e1)}, ε={fmt(e3)}; mean + Laplace(c·(b−a)/(k·{fmt(em)}))")
         return out
+
+
+def _exact_mean(answers: list[float]) -> Fraction:
+    """The mean of the answers as an exact fraction: no rounding before the noise (the answers
+    are doubles, exact as fractions; a float mean rounds, by an amount that depends on them)."""
+    return sum(map(Fraction, answers), Fraction(0)) / len(answers)
 
 
 @register

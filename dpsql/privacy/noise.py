@@ -44,6 +44,10 @@ def _opendp():  # noqa: ANN202 - the opendp.prelude module
     return dp
 
 
+#: Integer noise of a larger scale is drawn by the exact algorithms in Python integers: OpenDP's
+#: 64-bit integer measurements saturate at ±(2^63 − 1), which a scale of 2^60 reaches often.
+_SATURATES = 2.0**52
+
 _CAUCHY4_BOUND = (math.sqrt(2.0) + 1.0) / 2.0  # max of (1 + z²)/(1 + z⁴), at z² = √2 - 1
 
 
@@ -374,10 +378,12 @@ class SecureNoise(NoiseSource):
         unit = Fraction(_num("scale", scale))
         if unit <= dlaplace.INVERSION_MAX:
             return int(value) + dlaplace.one(unit)
+        if unit > _SATURATES:
+            return super().laplace_int(value, scale)
         return int(_measurement("laplace_int", float(unit), 0)(int(value)))
 
     def add_many(self, kind: str, values: Sequence[float], scale: float) -> list[float]:
-        if len(values) < 2:
+        if len(values) < 2 or (kind.endswith("_int") and _num("scale", scale) > _SATURATES):
             return super().add_many(kind, values, scale)
         scale = _num("scale", scale)
         k, cast = (0, int) if kind.endswith("_int") else (grid_exponent(scale), float)
@@ -397,7 +403,9 @@ class SecureNoise(NoiseSource):
         return map_chunks(draw, data)  # long vectors in parallel chunks (dpsql.privacy.parallel)
 
     def gaussian_int(self, value: int, sigma: float) -> int:
-        return int(_measurement("gaussian_int", _num("sigma", sigma), 0)(int(value)))
+        if _num("sigma", sigma) > _SATURATES:
+            return super().gaussian_int(value, sigma)
+        return int(_measurement("gaussian_int", sigma, 0)(int(value)))
 
     def choice_weighted(self, log_weights: Sequence[float]) -> int:
         """Exactly i with probability ∝ e^(w_i), by certified inversion (:mod:`dpsql.privacy.choice`)."""

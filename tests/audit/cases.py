@@ -29,6 +29,7 @@ import duckdb
 from dpsql.admin import bruteforce
 
 from . import found_bounds
+from .cases_float import FLOAT_CASES, FLOAT_CONTROLS
 from .harness import (
     ArrayNoise,
     AuditCase,
@@ -233,7 +234,6 @@ CONTROLS: list[AuditCase] = [
 # the loss on the release.
 _PTR = "WITH (mechanism = 'ptr', bound = {b}, epsilon = 1, delta = 1e-3)"
 _SMOOTH = "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-3)"
-_CAUCHY = "WITH (mechanism = 'smooth', epsilon = 1, noise = 'cauchy')"
 # Seed 003's d2 = {0×5, Λ×5} and d2 plus a row at U: the median jumps from 0 to U while
 # LS = S = U on both sides, the worst case for the sliding property.
 D2_UP = rows(*[0] * 5, *[100] * 6)
@@ -252,17 +252,14 @@ CASES += [
                  rows(*[0] * 39, 100), policy("replace")), mechanism="ptr"),
     AuditCase("smooth median, Laplace noise, seed 003's d2 vs d2 plus a row at U",
               _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH}", D2, D2_UP, policy()), mechanism="smooth"),
-    AuditCase("smooth median, Cauchy-like noise (pure ε), seed 003's d2 vs d2 plus a row at U",
-              _q(f"SELECT DP_MEDIAN(x) FROM t {_CAUCHY}", D2, D2_UP, policy()), mechanism="smooth",
-              trials=4_000, thorough_trials=30_000),
     AuditCase("smooth median, Laplace noise, spread values, x' adds a row at L",
               _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH}", rows(10, 20, 30, 40, 50), rows(10, 20, 30, 40, 50, 0),
                  policy()), mechanism="smooth", trials=4_000, thorough_trials=30_000),
     AuditCase("smooth mean, Laplace noise, replace, n = 2",
               _q(f"SELECT DP_MEAN(x) FROM t {_SMOOTH}", rows(0, 0), rows(0, 100), policy("replace")),
               mechanism="smooth"),
-    AuditCase("smooth quantile 0.25, Cauchy-like noise, value becomes NULL under replace",
-              _q(f"SELECT DP_QUANTILE(x, 0.25) FROM t {_CAUCHY}", rows(10, 20, 30, 40),
+    AuditCase("smooth quantile 0.25, Laplace noise, value becomes NULL under replace",
+              _q(f"SELECT DP_QUANTILE(x, 0.25) FROM t {_SMOOTH}", rows(10, 20, 30, 40),
                  rows(10, 20, 30, None), policy("replace")), mechanism="smooth",
               trials=4_000, thorough_trials=30_000),
     AuditCase("smooth median grouped, replace moves a row between groups",
@@ -362,7 +359,6 @@ CASES += [
 ]
 
 _SMOOTH_U = "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-3)"
-_CAUCHY_U = "WITH (mechanism = 'smooth', epsilon = 1, noise = 'cauchy')"
 # seed 003's d2 = {0×5, Λ×5} in units of one row, and d2 plus a unit of two rows at U: the median
 # jumps from 0 to U
 D2_UNITS = unit_rows(*[[0]] * 5, *[[100]] * 5)
@@ -371,14 +367,11 @@ CASES += [
     AuditCase("smooth median, Laplace noise, d2 vs d2 plus a unit of 2 rows at U (m = 2)",
               _q(f"SELECT DP_MEDIAN(x) FROM t {_SMOOTH_U}", D2_UNITS, D2_UNITS_UP, unit_policy(2), schema=PX),
               mechanism="smooth"),
-    AuditCase("smooth median, Cauchy-like noise, d2 vs d2 plus a unit of 2 rows at U (m = 2)",
-              _q(f"SELECT DP_MEDIAN(x) FROM t {_CAUCHY_U}", D2_UNITS, D2_UNITS_UP, unit_policy(2), schema=PX),
-              mechanism="smooth", trials=4_000, thorough_trials=30_000),
     AuditCase("smooth mean, Laplace noise, replace, a unit's 2 rows move from L to U (m = 2)",
               _q(f"SELECT DP_MEAN(x) FROM t {_SMOOTH_U}", unit_rows([0, 0], [0]), unit_rows([100, 100], [0]),
                  unit_policy(2, "replace"), schema=PX), mechanism="smooth"),
-    AuditCase("smooth quantile 0.25, Cauchy-like noise, replace, a unit's 2 rows become NULL (m = 2)",
-              _q(f"SELECT DP_QUANTILE(x, 0.25) FROM t {_CAUCHY_U}", unit_rows([10, 20], [30], [40]),
+    AuditCase("smooth quantile 0.25, Laplace noise, replace, a unit's 2 rows become NULL (m = 2)",
+              _q(f"SELECT DP_QUANTILE(x, 0.25) FROM t {_SMOOTH_U}", unit_rows([10, 20], [30], [40]),
                  unit_rows([None, None], [30], [40]), unit_policy(2, "replace"), schema=PX),
               mechanism="smooth", trials=4_000, thorough_trials=30_000),
 ]
@@ -778,3 +771,8 @@ CONTROLS.append(AuditCase("τ-thresholded keys, id unit: selection for g = 1, th
 # --- bounds found privately: the whole release, a bin at the threshold (tests/audit/found_bounds.py)
 CASES += found_bounds.cases()
 CONTROLS += found_bounds.controls()
+
+
+# --- sums with bounds far from zero relative to their width (tests/audit/cases_float.py) --------
+CASES += FLOAT_CASES
+CONTROLS += FLOAT_CONTROLS
