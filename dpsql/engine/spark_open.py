@@ -32,6 +32,8 @@ if t.TYPE_CHECKING:
 #: The extra that brings pyspark (named in the error when it is missing).
 EXTRA = 'pip install "dpsql[spark]"'
 DEFAULT_MASTER = "local[2]"
+#: Spark Connect's port when an ``sc://`` URL names none
+CONNECT_PORT = 15002
 
 
 def open_session(master: str = DEFAULT_MASTER, quiet: bool = True) -> t.Any:
@@ -49,9 +51,13 @@ def open_session(master: str = DEFAULT_MASTER, quiet: bool = True) -> t.Any:
         raise Error(f"--engine spark needs pyspark, which is not installed: {EXTRA} "
                     "(and Java 17 or later)") from None
     builder = SparkSession.builder.appName("dpsql")
+    if master.startswith("sc://"):
+        _reachable(master)
     try:
         if master.startswith("sc://"):
-            return builder.remote(master).getOrCreate()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the Connect client's import-time notes (pandas versions)
+                return builder.remote(master).getOrCreate()
         builder = builder.master(master).config("spark.ui.enabled", "false") \
             .config("spark.ui.showConsoleProgress", "false")
         with _jvm_stderr_silenced(quiet):
@@ -61,6 +67,27 @@ def open_session(master: str = DEFAULT_MASTER, quiet: bool = True) -> t.Any:
     except Exception as err:  # no Java, a bad URL, an unreachable server: not about any data
         text = str(err).strip().splitlines()
         raise Error(f"cannot start Spark on {master}: {text[0] if text else type(err).__name__}") from None
+
+
+def _reachable(url: str, timeout: float = 10.0) -> None:
+    """Refuse a Spark Connect server that cannot be reached, in one line: its client would
+    retry the connection for minutes, saying nothing."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or CONNECT_PORT
+    except ValueError:
+        host, port = None, 0
+    if not host:
+        raise Error(f"cannot start Spark on {url}: a Spark Connect URL is sc://host:port (e.g. sc://localhost:"
+                    f"{CONNECT_PORT})")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        raise Error(f"cannot reach the Spark Connect server at {host}:{port} ({err.strerror or err}); check "
+                    "--spark-master (or the policy's [engine] master) and that the server runs") from None
 
 
 @contextlib.contextmanager
