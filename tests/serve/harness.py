@@ -92,9 +92,9 @@ def start(directory: Path, users: bool = True, extra: list[str] | None = None, r
     return launch([str(database), "--policy", str(policy), "--init-ledger", *(extra or [])], directory)
 
 
-def launch(args: list[str], directory: Path, ledger: str = "serve.ledger") -> Server:
-    """``dpsql serve ARGS --port 0`` run in ``directory``, once it listens; ``ledger`` is the
-    policy's ledger file, in ``directory``."""
+def launch(args: list[str], directory: Path, ledger: str = "serve.ledger", wait: float = 60) -> Server:
+    """``dpsql serve ARGS --port 0`` run in ``directory``, once it listens (within ``wait``
+    seconds); ``ledger`` is the policy's ledger file, in ``directory``."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -102,7 +102,7 @@ def launch(args: list[str], directory: Path, ledger: str = "serve.ledger") -> Se
     process = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
                                cwd=directory)
     log: list[str] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + wait
     assert process.stderr is not None
     while time.monotonic() < deadline:
         line = process.stderr.readline()
