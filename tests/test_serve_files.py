@@ -170,3 +170,23 @@ def test_serve_refuses_what_it_cannot_open_in_one_line(tmp_path: Path, args: lis
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_env())
     assert (done.returncode, done.stderr) == (1, message + "\n")
     assert not (tmp_path / "serve.ledger").exists()  # refused before the ledger was created
+
+
+def test_a_master_from_the_policy_stays_off_the_command_lines_of_more_processes(tmp_path: Path) -> None:
+    """A Spark Connect URL may hold a token: the processes of --processes read it from the policy,
+    as the first one did, rather than from a command line every local user can list."""
+    from dpsql.interfaces.engines import choose
+    from dpsql.interfaces.server.main import build_parser, child_command
+    from dpsql.privacy.policy import load_policy
+
+    url = "sc://spark.example:443/;token=secret;x-databricks-cluster-id=c1"
+    policy = tmp_path / "p.toml"
+    policy.write_text(f'[budget]\nepsilon = 1\nledger = "l.ledger"\n[engine]\nname = "spark"\nmaster = "{url}"\n',
+                      encoding="utf-8")
+    args = build_parser().parse_args(["--policy", str(policy), "--processes", "2"])
+    command = child_command(args, 5555, load_policy(policy))
+    assert command[command.index("--engine") + 1] == "spark" and "--spark-master" not in command
+    assert not any("secret" in part for part in command)
+    # the child resolves the same master from the same policy
+    child = build_parser().parse_args(command[command.index("serve") + 1:])
+    assert choose(child.engine, child.spark_master, load_policy(policy)) == ("spark", url)

@@ -255,10 +255,13 @@ def spawn_children(args: argparse.Namespace, port: int, policy: t.Any, password:
 
 
 def child_command(args: argparse.Namespace, port: int, policy: t.Any) -> list[str]:
-    """The command line of one more process of this server: the same engine, master and port."""
+    """The command line of one more process of this server: the same engine, master and port.
+    A master from the policy's ``[engine]`` is not repeated on it (the process reads the same
+    policy): a Spark Connect URL may hold a token, which a command line shows to local users."""
     from dpsql.interfaces.engines import choose
 
-    engine, master = choose(args.engine, args.spark_master, policy)
+    engine, _ = choose(args.engine, args.spark_master, policy)
+    master = args.spark_master if engine == "spark" else None
     command = [sys.executable, "-m", "dpsql", "serve", *([args.database] if args.database else []),
                "--policy", args.policy, "--engine", engine, *(["--spark-master", master] if master else []),
                "--host", args.host, "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
