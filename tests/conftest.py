@@ -64,11 +64,11 @@ def spark():
 
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory):
-    """One Spark Connect server (pyspark's own, local[2], on 127.0.0.1) for the whole run of the
-    spark-marked tests that ask for it; its URL, ``sc://127.0.0.1:PORT``. A server that cannot
-    start fails those tests (tests/spark_connect_server.py)."""
+    """One Spark Connect server (pyspark's own, local[2], on 127.0.0.1, with a token) for the whole
+    run of the spark-marked tests that ask for it: its ``url`` and the ``env()`` of its clients. A
+    server that cannot start fails those tests (tests/spark_connect_server.py)."""
     from tests.spark_connect_server import start
 
     server = start(tmp_path_factory.mktemp("spark-connect"))
-    yield server.url
+    yield server
     server.stop()

@@ -3,7 +3,10 @@
 pyspark ships the Spark Connect server (``jars/spark-connect_*.jar``) and ``bin/spark-submit``;
 the server runs a ``local[2]`` driver with 1 GB of heap, listens on 127.0.0.1 only (gRPC, driver
 and block manager alike) on a port the system picks, and logs to a file in the test's temporary
-directory. It is ready when its log says where it listens. Anything else (no Java, no jar, no
+directory. It is ready when its log says where it listens. It admits only clients that give its
+token (Spark Connect's pre-shared token, a fresh one per run): they find it in the environment
+variable ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` and name the server ``sc://localhost:PORT`` (with
+a token, pyspark's client uses TLS except to ``localhost``). Anything else (no Java, no jar, no
 line within the deadline) is an error naming the log: the tests that need the server fail,
 never skip.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import time
@@ -30,15 +34,23 @@ SETTINGS = {
 }
 
 
+TOKEN = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+
+
 @dataclass
 class ConnectServer:
     process: subprocess.Popen[bytes]
     port: int
     log: Path
+    token: str
 
     @property
     def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
+        return f"sc://localhost:{self.port}"
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) with the server's token, for a client."""
+        return {**(os.environ if base is None else base), TOKEN: self.token}
 
     def stop(self) -> None:
         """Stop the server (its own process group: spark-submit and the JVM it runs)."""
@@ -63,11 +75,12 @@ def start(directory: Path, deadline: float = 300) -> ConnectServer:
     for key, value in SETTINGS.items():
         command += ["--conf", f"{key}={value}"]
     log = directory / "spark-connect.log"
-    env = {**os.environ, "SPARK_HOME": str(home)}
+    token = secrets.token_hex(16)
+    env = {**os.environ, "SPARK_HOME": str(home), TOKEN: token}
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=directory,
                                    start_new_session=True)
-    server = ConnectServer(process, 0, log)
+    server = ConnectServer(process, 0, log, token)
     until = time.monotonic() + deadline
     while time.monotonic() < until:
         found = READY.search(log.read_text(encoding="utf-8", errors="replace"))

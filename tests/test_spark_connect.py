@@ -4,7 +4,8 @@ run) reached through ``dpsql.connect(SparkSession.builder.remote(url).getOrCreat
 
 The Connect session sees the test data through temporary views its client creates: the Python
 program makes them with ``spark.read.parquet``, the command and the server from the policy's
-``source`` (a CSV file). The server runs on this machine, so it reads the same paths.
+``source`` (a CSV file). The server runs on this machine, so it reads the same paths. It admits
+clients with its token only, which they find in the environment (``SPARK_CONNECT_AUTHENTICATE_TOKEN``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 import dpsql
 from tests.conftest import demo_policy
 from tests.serve.harness import launch
+from tests.spark_connect_server import TOKEN, ConnectServer
 from tests.test_spark import ADULT, ADULT_QUERIES, REFUSED, VISITS, VISITS_QUERIES, loose_visits_policy, same
 
 pytestmark = pytest.mark.spark
@@ -77,21 +79,21 @@ def duckdb_connections() -> dict[str, dpsql.Connection]:
             "loose": dpsql.connect(raw, loose_visits_policy())}
 
 
-def test_python_api_over_spark_connect(spark_connect: str, tmp_path: Path) -> None:
+def test_python_api_over_spark_connect(spark_connect: ConnectServer, tmp_path: Path) -> None:
     """The same statistics and refusals as on DuckDB, a release charged once, an error while
     reading withheld and not charged, all through one Spark Connect session."""
     fragile = {"budget": {"epsilon": 10.0}, "tables": {"fragile": {
         "privacy_unit": "row", "max_rows_per_unit": 1, "columns": {"x": {"lower": 0, "upper": 100}}}}}
     steps = [("statistics", name, q) for name, q in STATISTICS] + [("prepare", "adult", q) for q in REFUSED]
     steps += [("sql", "adult", RELEASE), ("sql", "fragile", "SELECT DP_SUM(x) FROM fragile WITH (epsilon = 1)")]
-    program = {"url": spark_connect, "views": {"adult": str(ADULT), "visits": str(VISITS)}, "sql": [FRAGILE],
+    program = {"url": spark_connect.url, "views": {"adult": str(ADULT), "visits": str(VISITS)}, "sql": [FRAGILE],
                "connections": {"adult": demo_policy(epsilon=1e9, delta=0.5), "loose": loose_visits_policy(),
                                "fragile": fragile},
                "steps": steps}
     (tmp_path / "program.pickle").write_bytes(pickle.dumps(program))
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "spark_connect_client.py"),
                            str(tmp_path / "program.pickle"), str(tmp_path / "result.pickle")],
-                          capture_output=True, text=True, env=ENV, timeout=900)
+                          capture_output=True, text=True, env=spark_connect.env(ENV), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     result = pickle.loads((tmp_path / "result.pickle").read_bytes())
     answers = dict(zip([(kind, name, q) for kind, name, q in steps], result["steps"]))
@@ -129,7 +131,7 @@ def visits_csv(directory: Path) -> int:
                           "GROUP BY patient_id)").fetchone()[0]
 
 
-def test_command_over_spark_connect(spark_connect: str, tmp_path: Path) -> None:
+def test_command_over_spark_connect(spark_connect: ConnectServer, tmp_path: Path) -> None:
     kept = visits_csv(tmp_path)
     policy = tmp_path / "p.toml"
     policy.write_text(POLICY.format(epsilon="1e9", ledger="", wards=WARDS), encoding="utf-8")
@@ -141,8 +143,9 @@ def test_command_over_spark_connect(spark_connect: str, tmp_path: Path) -> None:
         "SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1);\n",
         encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "dpsql", "--policy", str(policy), "--engine", "spark",
-                           "--spark-master", spark_connect, "--format", "csv", "--no-report", "--budget",
-                           "-f", str(script)], cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=600)
+                           "--spark-master", spark_connect.url, "--format", "csv", "--no-report", "--budget",
+                           "-f", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          env=spark_connect.env(ENV), timeout=600)
     assert done.returncode == 1  # the DP_SUM on an unbounded column is refused, after the rest ran
     out = done.stdout.splitlines()
     assert out[0:2] == ["n", str(kept)]  # ε = 1e6: the count rounds to the exact Σ min(rows, 5)
@@ -164,14 +167,14 @@ def listeners(port: int) -> int:
                if line.split()[1] == f"0100007F:{port:04X}" and line.split()[3] == "0A")
 
 
-def test_server_processes_over_spark_connect(spark_connect: str, tmp_path: Path) -> None:
+def test_server_processes_over_spark_connect(spark_connect: ConnectServer, tmp_path: Path) -> None:
     """``--processes 2`` on Spark Connect: two server processes, each a client of the one Connect
     server with its own session and views, answering psycopg clients and sharing the ledger."""
     kept = visits_csv(tmp_path)
     policy = tmp_path / "p.toml"
     policy.write_text(POLICY.format(epsilon=100, ledger='ledger = "serve.ledger"', wards=WARDS), encoding="utf-8")
-    srv = launch(["--policy", str(policy), "--engine", "spark", "--spark-master", spark_connect, "--processes", "2",
-                  "--init-ledger"], tmp_path, wait=600)
+    srv = launch(["--policy", str(policy), "--engine", "spark", "--spark-master", spark_connect.url,
+                  "--processes", "2", "--init-ledger"], tmp_path, wait=600, environ=spark_connect.env())
     try:
         assert "statistics on spark" in srv.log[0] and "tables: visits" in srv.log[0], srv.log
         until = time.monotonic() + 300
@@ -206,3 +209,23 @@ def test_an_unreachable_server_is_refused_at_once(tmp_path: Path, command: list[
         "Error: cannot reach the Spark Connect server at 127.0.0.1:1 (Connection refused); check --spark-master "
         "(or the policy's [engine] master) and that the server runs\n"))
     assert time.monotonic() - started < 60
+
+
+def test_a_client_without_the_token_is_refused_in_one_line(spark_connect: ConnectServer, tmp_path: Path) -> None:
+    """The server's login refused: one line when the session opens, the URL's token never shown."""
+    visits_csv(tmp_path)
+    policy = tmp_path / "p.toml"
+    policy.write_text(POLICY.format(epsilon=1, ledger="", wards=WARDS), encoding="utf-8")
+    without = {k: v for k, v in ENV.items() if k != TOKEN}
+    for url, reason in ((spark_connect.url, "No authentication token provided"),
+                        (f"{spark_connect.url}/;token=not-{spark_connect.token}", None)):
+        done = subprocess.run([sys.executable, "-m", "dpsql", "--policy", str(policy), "--engine", "spark",
+                               "--spark-master", url, "-c", "SELECT 1"],
+                              cwd=tmp_path, capture_output=True, text=True, env=without, timeout=300)
+        shown = url.replace(f"not-{spark_connect.token}", "<hidden>")
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        assert done.stderr.startswith(f"Error: cannot use the Spark Connect server at {shown}: "), done.stderr
+        assert done.stderr.endswith("(UNAUTHENTICATED); give the server's token in the environment variable "
+                                    "SPARK_CONNECT_AUTHENTICATE_TOKEN (or as ;token=... in the URL)\n"), done.stderr
+        assert reason is None or reason in done.stderr
+        assert len(done.stderr.splitlines()) == 1 and spark_connect.token not in done.stderr

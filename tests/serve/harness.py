@@ -92,10 +92,12 @@ def start(directory: Path, users: bool = True, extra: list[str] | None = None, r
     return launch([str(database), "--policy", str(policy), "--init-ledger", *(extra or [])], directory)
 
 
-def launch(args: list[str], directory: Path, ledger: str = "serve.ledger", wait: float = 60) -> Server:
-    """``dpsql serve ARGS --port 0`` run in ``directory``, once it listens (within ``wait``
-    seconds); ``ledger`` is the policy's ledger file, in ``directory``."""
-    env = dict(os.environ)
+def launch(args: list[str], directory: Path, ledger: str = "serve.ledger", wait: float = 60,
+           environ: dict[str, str] | None = None) -> Server:
+    """``dpsql serve ARGS --port 0`` run in ``directory`` (in ``environ``, default this process's
+    environment), once it listens (within ``wait`` seconds); ``ledger`` is the policy's ledger
+    file, in ``directory``."""
+    env = dict(os.environ if environ is None else environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "dpsql", "serve", *args, "--port", "0"]
