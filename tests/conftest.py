@@ -60,3 +60,15 @@ def spark():
     session.read.parquet(str(root / "fixtures" / "visits" / "visits.parquet")).createOrReplaceTempView("visits")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """One Spark Connect server (pyspark's own, local[2], on 127.0.0.1, with a token) for the whole
+    run of the spark-marked tests that ask for it: its ``url`` and the ``env()`` of its clients. A
+    server that cannot start fails those tests (tests/spark_connect_server.py)."""
+    from tests.spark_connect_server import start
+
+    server = start(tmp_path_factory.mktemp("spark-connect"))
+    yield server
+    server.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import typing as t
 import warnings
@@ -32,6 +33,8 @@ if t.TYPE_CHECKING:
 #: The extra that brings pyspark (named in the error when it is missing).
 EXTRA = 'pip install "dpsql[spark]"'
 DEFAULT_MASTER = "local[2]"
+#: Spark Connect's port when an ``sc://`` URL names none
+CONNECT_PORT = 15002
 
 
 def open_session(master: str = DEFAULT_MASTER, quiet: bool = True) -> t.Any:
@@ -49,18 +52,75 @@ def open_session(master: str = DEFAULT_MASTER, quiet: bool = True) -> t.Any:
         raise Error(f"--engine spark needs pyspark, which is not installed: {EXTRA} "
                     "(and Java 17 or later)") from None
     builder = SparkSession.builder.appName("dpsql")
+    if master.startswith("sc://"):
+        return _open_connect(builder, master)
     try:
-        if master.startswith("sc://"):
-            return builder.remote(master).getOrCreate()
         builder = builder.master(master).config("spark.ui.enabled", "false") \
             .config("spark.ui.showConsoleProgress", "false")
         with _jvm_stderr_silenced(quiet):
             session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         return session
-    except Exception as err:  # no Java, a bad URL, an unreachable server: not about any data
+    except Exception as err:  # no Java, a bad URL: not about any data
         text = str(err).strip().splitlines()
         raise Error(f"cannot start Spark on {master}: {text[0] if text else type(err).__name__}") from None
+
+
+def _open_connect(builder: t.Any, url: str) -> t.Any:
+    """A Spark Connect session on ``url``, after one call to the server: a refused login or a
+    server that cannot serve is an error here, not in the first query. The URL is shown with
+    its token hidden."""
+    _reachable(url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the Connect client's import-time notes (pandas versions)
+            session = builder.remote(url).getOrCreate()
+        session.version  # noqa: B018 - the first call to the server
+    except Exception as err:
+        raise Error(f"cannot use the Spark Connect server at {shown_url(url)}: {_reason(err)}") from None
+    return session
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: the value of its ``token`` parameter hidden."""
+    return re.sub(r"(;\s*token\s*=)[^;]*", r"\1<hidden>", url, flags=re.IGNORECASE)
+
+
+def _reason(err: BaseException) -> str:
+    """What the Connect client says went wrong, in one line: a gRPC status's details and code,
+    with what to do about a refused login."""
+    text = str(err)
+    details = re.search(r'details = "([^"]*)"', text)
+    code = re.search(r"status = StatusCode\.(\w+)", text)
+    if not details:
+        lines = text.strip().splitlines()
+        return lines[0] if lines else type(err).__name__
+    reason = details.group(1) + (f" ({code.group(1)})" if code else "")
+    if code and code.group(1) == "UNAUTHENTICATED":
+        reason += ("; give the server's token in the environment variable SPARK_CONNECT_AUTHENTICATE_TOKEN "
+                   "(or as ;token=... in the URL)")
+    return reason
+
+
+def _reachable(url: str, timeout: float = 10.0) -> None:
+    """Refuse a Spark Connect server that cannot be reached, in one line: its client would
+    retry the connection for minutes, saying nothing."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or CONNECT_PORT
+    except ValueError:
+        host, port = None, 0
+    if not host:
+        raise Error(f"cannot start Spark on {shown_url(url)}: a Spark Connect URL is sc://host:port (e.g. sc://localhost:"
+                    f"{CONNECT_PORT})")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        raise Error(f"cannot reach the Spark Connect server at {host}:{port} ({err.strerror or err}); check "
+                    "--spark-master (or the policy's [engine] master) and that the server runs") from None
 
 
 @contextlib.contextmanager

@@ -26,7 +26,9 @@ glob's folder), or as its one table. ``--budget`` prints
 the budget spent and remaining and every charge; without ``-c`` or ``-f`` it opens the ledger
 read-only and nothing else. ``--set-budget`` makes the policy's budget the
 total of its ledger file (fixed when the ledger was created), records the change there, and
-exits.
+exits. The budget lives in the ledger, not in the database: without ``-c`` or ``-f``,
+``--budget`` and ``--init-ledger`` read or create the ledger file alone, opening neither the
+database (which ``dpsql serve`` may hold locked) nor Spark.
 """
 
 from __future__ import annotations
@@ -177,6 +179,41 @@ def _say_what_init_ledger_did(args: argparse.Namespace, policy: t.Any, created: 
     print(note, file=sys.stderr, flush=True)
 
 
+def ledger_only(args: argparse.Namespace) -> bool:
+    """Whether the command only reads or creates the policy's ledger (``--budget`` or
+    ``--init-ledger`` without statements to run, a database to create or the demo)."""
+    return (bool(args.budget or args.init_ledger) and not (args.command or args.file or args.demo or args.create)
+            and bool(args.policy))
+
+
+def ledger_command(args: argparse.Namespace) -> int:
+    """``--budget`` / ``--init-ledger`` alone: the ledger file, without opening the database (a
+    server may hold its lock) or starting Spark. The arguments are checked as when they are
+    opened, so that a command refused with statements is refused without them too."""
+    from dpsql.connection import BudgetStatus
+    from dpsql.interfaces.engines import choose, spark_policy
+    from dpsql.interfaces.output import render_table
+    from dpsql.privacy.ledger import Ledger
+    from dpsql.privacy.policy import load_policy
+
+    policy = load_policy(args.policy)
+    engine, _ = choose(args.engine, args.spark_master, policy)
+    policy = spark_policy(policy, args.database) if engine == "spark" else _source(args, policy)[1]
+    _check_ledger(args, policy)
+    created = policy.ledger is not None and not os.path.lexists(policy.ledger)
+    # --budget alone opens the ledger read-only: its reader need not be able to write it
+    read_only = policy.ledger is not None and not args.init_ledger
+    with Ledger.open(policy.ledger, policy.budget, create=args.init_ledger, read_only=read_only) as led:
+        if args.init_ledger:
+            _say_what_init_ledger_did(args, policy, created)
+        if args.budget:
+            status = BudgetStatus.of(led)
+            columns, rows = status.history_rows()
+            print(status, flush=True)
+            print(render_table(columns, rows) if rows else "no query has spent budget yet", flush=True)
+    return EXIT_OK
+
+
 def set_budget(args: argparse.Namespace) -> int:
     """``--set-budget``: make the policy's budget the total of its ledger file, and say so."""
     from dpsql.privacy.ledger import Ledger, format_total
@@ -202,30 +239,6 @@ def set_budget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _budget_only(args: argparse.Namespace) -> bool:
-    """``--budget`` with nothing to run: the ledger is all it reads."""
-    return bool(args.budget and args.policy and not (args.command or args.file or args.init_ledger or args.demo))
-
-
-def show_budget(args: argparse.Namespace) -> int:
-    """``--budget`` alone: the ledger opened read-only (its reader need not be able to write
-    it); no database is opened, no Spark session started. A policy without a ledger keeps its
-    budget in memory: nothing has been spent from it yet."""
-    from dpsql.connection import BudgetStatus
-    from dpsql.interfaces.output import render_table
-    from dpsql.privacy.ledger import Ledger
-    from dpsql.privacy.policy import load_policy
-
-    policy = load_policy(args.policy)
-    _check_ledger(args, policy)
-    with Ledger.open(policy.ledger, policy.budget, read_only=policy.ledger is not None) as ledger:
-        status = BudgetStatus.of(ledger)
-    print(status)
-    columns, rows = status.history_rows()
-    print(render_table(columns, rows) if rows else "no query has spent budget yet", flush=True)
-    return EXIT_OK
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sensitivity":  # administrators only: reads raw data, no policy
@@ -245,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             raise Error("give either -c or -f, not both")
         if args.set_budget:
             return set_budget(args)
-        if _budget_only(args):
-            return show_budget(args)
+        if ledger_only(args):
+            return ledger_command(args)
         con = open_connection(args)
         try:
             return run(con, args)

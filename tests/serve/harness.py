@@ -92,14 +92,22 @@ def start(directory: Path, users: bool = True, extra: list[str] | None = None, r
         make_database(directory)
     policy = directory / ("policy.toml" if users else "policy-open.toml")
     policy.write_text(POLICY.format(server=users_section() if users else "", reuse=reuse, defaults=defaults), encoding="utf-8")
-    env = dict(os.environ)
+    return launch([str(database), "--policy", str(policy), "--init-ledger", *(extra or [])], directory)
+
+
+def launch(args: list[str], directory: Path, ledger: str = "serve.ledger", wait: float = 60,
+           environ: dict[str, str] | None = None) -> Server:
+    """``dpsql serve ARGS --port 0`` run in ``directory`` (in ``environ``, default this process's
+    environment), once it listens (within ``wait`` seconds); ``ledger`` is the policy's ledger
+    file, in ``directory``."""
+    env = dict(os.environ if environ is None else environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "dpsql", "serve", str(database), "--policy", str(policy), "--port", "0",
-           "--init-ledger", *(extra or [])]
-    process = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    cmd = [sys.executable, "-m", "dpsql", "serve", *args, "--port", "0"]
+    process = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+                               cwd=directory)
     log: list[str] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + wait
     assert process.stderr is not None
     while time.monotonic() < deadline:
         line = process.stderr.readline()
@@ -110,7 +118,7 @@ def start(directory: Path, users: bool = True, extra: list[str] | None = None, r
         if m:
             log += [process.stderr.readline(), process.stderr.readline()]  # TLS, then how to log in
             found = re.search(r"one-time password (\S+)", log[-1])
-            return Server(process, m.group(1), int(m.group(2)), str(directory / "serve.ledger"), directory, log,
+            return Server(process, m.group(1), int(m.group(2)), str(directory / ledger), directory, log,
                           found.group(1) if found else None)
     process.kill()
     raise AssertionError("dpsql serve did not start: " + "".join(log))

@@ -1,13 +1,19 @@
 """``dpsql serve``: a PostgreSQL-wire front end for a dpsql connection.
 
     dpsql serve DATABASE --policy FILE [--host 127.0.0.1] [--port 5433] [--workers N] [--processes N]
+    dpsql serve [DATA FILE] --policy FILE [--host ...] [--port ...]     (tables from files)
     dpsql serve [DATA FILE] --policy FILE --engine spark [--spark-master URL] [--host ...] [--port ...]
     dpsql serve --demo [--host ...] [--port ...]
     dpsql serve --hash-password        # reads a password on stdin, prints its SCRAM verifier
 
+DATABASE is a DuckDB file, opened read-only; a data file (Parquet, CSV, JSON, or a glob of
+them) opens as the policy's table of the same name, or its one table, as with ``dpsql``; with
+neither, the policy's tables with ``source = ...`` (and its ``[attach]`` databases) are served
+from an in-memory database.
+
 It binds to 127.0.0.1 unless told otherwise. With users in the policy's ``[server]`` section
-every client authenticates with SCRAM-SHA-256; with none, any user name is accepted without a
-password, and then only on a loopback address (it says so when it starts).
+every client authenticates with SCRAM-SHA-256; with none, a one-time password printed at start
+(``--no-password``: any user name without a password, and then only on a loopback address).
 
 On Spark (``--engine spark``, or ``[engine] name = "spark"`` in the policy when no ``--engine``
 is given) the server owns one Spark session (``--spark-master``, default ``local[2]``, or
@@ -40,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="dpsql serve",
                description="Serve a DuckDB database (or tables on Spark) through dpsql over the PostgreSQL protocol.")
     p.add_argument("database", nargs="?", metavar="DATABASE",
-                   help="DuckDB database file; with --engine spark, an optional data file (.parquet, .csv, .json)")
+                   help="DuckDB database file, or a data file (.parquet, .csv, .json, or a glob) opened as the "
+                        "policy's table of the same name; optional when the policy's tables name their files "
+                        "(source = ...); with --engine spark, a data file only")
     p.add_argument("--policy", metavar="FILE", help="privacy policy (TOML or YAML); users in its [server] section")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
@@ -87,17 +95,34 @@ def open_connection(args: argparse.Namespace) -> t.Any:
             raise Error("--demo serves DuckDB; on Spark give --policy FILE (and a data file, or source tables)")
         return connect_demo()
     if not args.policy:
-        raise Error("dpsql serve needs a database and a policy: dpsql serve DATABASE --policy FILE (or --demo)")
+        raise Error("dpsql serve needs a policy: dpsql serve DATABASE --policy FILE, dpsql serve DATA FILE "
+                    "--policy FILE, dpsql serve --policy FILE with source tables (or --demo)")
     policy = load_policy(args.policy)
     engine, master = choose(args.engine, args.spark_master, policy)  # --engine, else [engine] in the policy
     if engine == "spark":
         assert master is not None
         return open_spark_connection(args, policy, master)
-    if not args.database:
-        raise Error("dpsql serve needs a database and a policy: dpsql serve DATABASE --policy FILE (or --demo)")
-    if not os.path.exists(args.database):
-        raise Error(f"database {args.database} does not exist")
-    return connect(args.database, args.policy, init_ledger=args.init_ledger, read_only=True)
+    database, policy = _duckdb_source(args, policy)
+    return connect(database, policy, init_ledger=args.init_ledger, read_only=database != ":memory:")
+
+
+def _duckdb_source(args: argparse.Namespace, policy: t.Any) -> tuple[str, t.Any]:
+    """What the server opens on DuckDB, as ``dpsql`` does: a database file (read-only), data
+    files as the policy's table of the same name (or its one table), or, without DATABASE, an
+    in-memory database with the policy's ``source`` tables and ``[attach]`` databases."""
+    from dpsql.interfaces.files import is_data_file, policy_with_files
+
+    if args.database and is_data_file(args.database):
+        return ":memory:", policy_with_files([args.database], policy)
+    if args.database:
+        if not os.path.exists(args.database):
+            raise Error(f"database {args.database} does not exist; check the path (dpsql serve opens a "
+                        "DuckDB file, or data files: .parquet, .csv, .json)")
+        return args.database, policy
+    if not policy.sources and not policy.attach:
+        raise Error(f"nothing to serve: give a database or data files (dpsql serve DATABASE --policy FILE), or "
+                    f"name the tables' files in the policy (source = ...) of {args.policy}")
+    return ":memory:", policy
 
 
 def open_spark_connection(args: argparse.Namespace, policy: t.Any, master: str) -> t.Any:
@@ -230,10 +255,13 @@ def spawn_children(args: argparse.Namespace, port: int, policy: t.Any, password:
 
 
 def child_command(args: argparse.Namespace, port: int, policy: t.Any) -> list[str]:
-    """The command line of one more process of this server: the same engine, master and port."""
+    """The command line of one more process of this server: the same engine, master and port.
+    A master from the policy's ``[engine]`` is not repeated on it (the process reads the same
+    policy): a Spark Connect URL may hold a token, which a command line shows to local users."""
     from dpsql.interfaces.engines import choose
 
-    engine, master = choose(args.engine, args.spark_master, policy)
+    engine, _ = choose(args.engine, args.spark_master, policy)
+    master = args.spark_master if engine == "spark" else None
     command = [sys.executable, "-m", "dpsql", "serve", *([args.database] if args.database else []),
                "--policy", args.policy, "--engine", engine, *(["--spark-master", master] if master else []),
                "--host", args.host, "--port", str(port), "--workers", str(args.workers), "--reuse-port"]
