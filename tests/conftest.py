@@ -19,6 +19,32 @@ from dpsql.privacy.noise import SeededNoise
 
 matplotlib.use("Agg")
 
+#: What the default run leaves to ``pytest -m slow`` (CI runs it, serially): tests of several
+#: seconds each (the statistical audit's quick mode, which ``-m thorough`` repeats with more
+#: trials; the law tests of the exact samplers' decimal paths; killed processes), and tests that
+#: compare run times, which other tests running beside them would disturb.
+_SLOW = (
+    "tests/audit/test_audit_mechanisms.py::",
+    "tests/test_bench_smoke.py::",
+    "tests/test_gate_property.py::test_every_query_is_refused_or_released_within_its_sensitivity",
+    "tests/test_choice.py::test_draws_decided_in_decimal_have_the_exact_law",
+    "tests/test_choice.py::test_a_law_slightly_off_is_rejected",
+    "tests/test_dlaplace.py::test_the_fit_rejects_a_scale_off_by_ten_percent",
+    "tests/test_dlaplace.py::test_lanes_decided_in_decimal_have_the_exact_law",
+    "tests/test_budget_faults.py::test_sigkill_never_leaves_a_release_without_its_charge",
+    "tests/test_budget_faults.py::test_concurrent_processes_never_exceed_the_total",
+    "tests/test_ledger.py::test_sigkill_never_loses_a_reported_charge",
+    "tests/test_oracles.py::test_a_matching_row_does_not_change_the_outcome[class10",
+    "tests/test_serve_security.py::test_wrong_passwords_wait_longer_each_time_and_are_logged",
+    "tests/test_serve_security.py::test_unauthenticated_sockets_are_closed_after_the_login_timeout",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.nodeid.startswith(_SLOW):
+            item.add_marker(pytest.mark.slow)
+
 
 def demo_policy(**budget: float) -> dict:
     """The bundled Adult policy as a dict, with the budget replaced by ``budget`` if given."""
