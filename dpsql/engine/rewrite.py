@@ -147,6 +147,7 @@ def value(prep: Prepared, target: Target = DUCKDB) -> str:
         return _sql(agg.arg)
     if prep.fixed is not None and not prep.fixed.integer:
         return prep.fixed.sql(operand(agg.arg, agg.column_type), target.integer)
+    assert agg.lower is not None and agg.upper is not None  # a clipped value has both bounds
     return clip(agg.arg, agg.lower, agg.upper, agg.column_type)
 
 
@@ -390,6 +391,7 @@ def _subqueries(plan: Plan, keys: list[str], shared: tuple[Prepared, build.Value
     subqueries: list[tuple[str, list[str]]] = []
     for prep in plan.prepared:
         i = prep.agg.index
+        q: exp.Select | None
         if shared is not None and shared[0] is prep:
             q = prep.order_subquery(replace(shared[1], histogram=build.HIST))
         else:
