@@ -37,6 +37,7 @@ _SLOW = (
     "tests/test_oracles.py::test_a_matching_row_does_not_change_the_outcome[class10",
     "tests/test_serve_security.py::test_wrong_passwords_wait_longer_each_time_and_are_logged",
     "tests/test_serve_security.py::test_unauthenticated_sockets_are_closed_after_the_login_timeout",
+    "tests/test_mypy.py::",
 )
 
 

@@ -215,13 +215,16 @@ class Prepared(abc.ABC):
 
     def release_many(
         self, groups: t.Sequence[t.Mapping[str, t.Any]], noise: "NoiseSource"
-    ) -> list[tuple[t.Any, ReportEntry]]:
+    ) -> t.Sequence[tuple[t.Any, ReportEntry]]:
         """The noisy value and report of every group, in order: what the engine calls.
 
-        The default releases group by group with :meth:`release`; override it to draw the noise
-        of all groups at once (same laws, fewer sampler calls). The engine passes a
-        :class:`dpsql.mechanisms.batch.Groups`, whose ``column(name)`` gives a statistic of every
-        group as an array, and accepts a :class:`dpsql.mechanisms.batch.ReleasedColumn` back.
+        The default releases group by group with :meth:`release` and returns the list of
+        ``(value, entry)`` pairs; override it to draw the noise of all groups at once (same laws,
+        fewer sampler calls). The engine passes a :class:`dpsql.mechanisms.batch.Groups`, whose
+        ``column(name)`` gives a statistic of every group as an array. Every mechanism returns
+        the same type, a sequence of ``(value, entry)`` pairs: a vectorised one returns a
+        :class:`dpsql.mechanisms.batch.ReleasedColumn` (such a sequence, with one report entry
+        for the column and the values as one array), which the engine reads as a whole column.
         """
         return [self.release(g, noise) for g in groups]
 

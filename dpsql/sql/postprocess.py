@@ -47,66 +47,109 @@ def _same(node: exp.Expression) -> str:
     return copy.sql(dialect="duckdb")
 
 
-def build_outer(
-    select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation"
-) -> tuple[exp.Select, list[str]]:
-    """Build the post-processing SELECT over ``__noisy`` and the output column names."""
-    table = rel.table.name
-    group_keys = [_same(g) for g in group_exprs]
-    aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
+class _Replacer:
+    """Rewrites an expression of the user's SELECT into one over ``__noisy``: each DP aggregate
+    call becomes its column ``__a<i>`` and each GROUP BY expression its key ``__k<j>``; what is
+    left is checked (nothing that is not post-processing, no column of the private table)."""
 
-    def replace(node: exp.Expression, where: str) -> exp.Expression:
+    def __init__(self, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation",
+                 aliases: set[str]) -> None:
+        self.index_of = index_of
+        self.group_keys = [_same(g) for g in group_exprs]
+        self.rel = rel
+        self.table = rel.table.name
+        self.aliases = aliases
+
+    def __call__(self, node: exp.Expression, where: str) -> exp.Expression:
+        """``node`` over ``__noisy``, or a refusal naming ``where`` (the clause it is in)."""
         made: set[int] = set()
+        out = self._swapped(node, made)
+        _refuse_nested(out, where, self.table)
+        check_rowwise(out, where, self.table)
+        self._check_columns(out, where, made)
+        return out
+
+    def _swapped(self, node: exp.Expression, made: set[int]) -> exp.Expression:
+        """A copy of ``node`` with its DP aggregates and group expressions replaced by columns
+        of ``__noisy`` (their ids added to ``made``)."""
         out = node.copy()
         # The copy's DP aggregate nodes, matched to the originals by walking both trees in step.
         # Kept per call: ids of nodes a previous call discarded may be reused by new objects.
-        copies = {id(new): index_of[id(orig)] for orig, new in zip(node.walk(), out.walk())
-                  if id(orig) in index_of}
+        copies = {id(new): self.index_of[id(orig)] for orig, new in zip(node.walk(), out.walk())
+                  if id(orig) in self.index_of}
 
         def swap(n: exp.Expression) -> exp.Expression:
             if id(n) in copies:
                 col = exp.column(build.agg(copies[id(n)]))
-            elif not isinstance(n, exp.Literal) and _same(n) in group_keys:
-                col = exp.column(build.key(group_keys.index(_same(n))))
+            elif not isinstance(n, exp.Literal) and _same(n) in self.group_keys:
+                col = exp.column(build.key(self.group_keys.index(_same(n))))
             else:
                 return n
             made.add(id(col))
             return col
 
-        out = out.transform(swap, copy=False)
-        for n in out.walk():
-            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
-                _refuse(f"subqueries are not allowed in {where} of a DP query over {table}")
-            if isinstance(n, exp.Window):
-                _refuse(f"window functions are not allowed in {where} of a DP query over {table}")
-        for n in out.walk():
-            if isinstance(n, exp.AggFunc) and not isinstance(n, DPAggregate):
-                _refuse(
-                    f"aggregate {n.sql_name().lower()}() over private table {table} is not "
-                    "differentially private; use a DP aggregate (DP_COUNT, DP_SUM, DP_MEAN, ...)"
-                )
-            if isinstance(n, exp.Filter):
-                _refuse("FILTER (WHERE ...) is not supported on DP aggregates; put the condition in WHERE")
-        check_rowwise(out, where, table)
+        return out.transform(swap, copy=False)
+
+    def _check_columns(self, out: exp.Expression, where: str, made: set[int]) -> None:
+        """Refuse any column left in ``out`` but those made by :meth:`_swapped` and, outside the
+        select list, the output aliases: a private column, or one that does not exist."""
+        table, columns = self.table, self.rel.columns
         for col in out.find_all(exp.Column):
             if id(col) in made:
                 continue
-            if where != "the select list" and not col.table and col.name.lower() in aliases:
+            if where != "the select list" and not col.table and col.name.lower() in self.aliases:
                 continue
-            if col.name.lower() in rel.columns or col.table:
+            if col.name.lower() in columns or col.table:
                 _refuse(
                     f"column {col.name} of private table {table} appears in "
                     f"{where} outside a DP aggregate and the GROUP BY keys"
                 )
             raise BindError(f"column {col.name} does not exist in {table}"
-                            + did_you_mean(col.name, [*rel.columns, *aliases]))
-        return out
+                            + did_you_mean(col.name, [*columns, *self.aliases]))
 
+
+def _refuse_nested(out: exp.Expression, where: str, table: str) -> None:
+    """Refuse what may not run on the noisy rows: a subquery, a window function, a non-DP
+    aggregate, a FILTER clause."""
+    for n in out.walk():
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            _refuse(f"subqueries are not allowed in {where} of a DP query over {table}")
+        if isinstance(n, exp.Window):
+            _refuse(f"window functions are not allowed in {where} of a DP query over {table}")
+    for n in out.walk():
+        if isinstance(n, exp.AggFunc) and not isinstance(n, DPAggregate):
+            _refuse(
+                f"aggregate {n.sql_name().lower()}() over private table {table} is not "
+                "differentially private; use a DP aggregate (DP_COUNT, DP_SUM, DP_MEAN, ...)"
+            )
+        if isinstance(n, exp.Filter):
+            _refuse("FILTER (WHERE ...) is not supported on DP aggregates; put the condition in WHERE")
+
+
+def build_outer(
+    select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation"
+) -> tuple[exp.Select, list[str]]:
+    """Build the post-processing SELECT over ``__noisy`` and the output column names."""
+    table = rel.table.name
+    aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
+    replace = _Replacer(index_of, group_exprs, rel, aliases)
+    projections, names = _projections(select, replace)
+    outer = exp.select(*projections).from_(NOISY)
+    if select.args.get("having"):
+        outer = outer.where(total(replace(select.args["having"].this, "HAVING")))
+    outer = _ordered(outer, select, group_exprs, replace)
+    _limits(outer, select, table)
+    return outer, names
+
+
+def _projections(select: exp.Select, replace: _Replacer) -> tuple[list[exp.Expression], list[str]]:
+    """The select list over ``__noisy``, each expression made total under its output name, and
+    the names; ``SELECT *`` is refused."""
     projections: list[exp.Expression] = []
     names: list[str] = []
     for proj in select.expressions:
         if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
-            _refuse(f"SELECT * would return raw rows of private table {table}")
+            _refuse(f"SELECT * would return raw rows of private table {replace.table}")
         expr = proj.this if isinstance(proj, exp.Alias) else proj
         name = proj.alias if isinstance(proj, exp.Alias) else (
             expr.name if isinstance(expr, exp.Column) else _label(expr)
@@ -114,9 +157,13 @@ def build_outer(
         new = replace(expr, "the select list")
         projections.append(exp.alias_(new if isinstance(new, exp.Column) else total(new), name, quoted=True))
         names.append(name)
-    outer = exp.select(*projections).from_(NOISY)
-    if select.args.get("having"):
-        outer = outer.where(total(replace(select.args["having"].this, "HAVING")))
+    return projections, names
+
+
+def _ordered(outer: exp.Select, select: exp.Select, group_exprs: list[exp.Expression],
+             replace: _Replacer) -> exp.Select:
+    """``outer`` with the query's ORDER BY over ``__noisy`` (made total), or, grouped and
+    without one, ordered by the keys."""
     if select.args.get("order"):
         order = select.args["order"].copy()
         order.set("expressions", [
@@ -127,6 +174,11 @@ def build_outer(
     elif group_exprs:
         # Without ORDER BY, rows come back in key order rather than hash-join order.
         outer = outer.order_by(*[exp.column(k) for k in build.keys(len(group_exprs))])
+    return outer
+
+
+def _limits(outer: exp.Select, select: exp.Select, table: str) -> None:
+    """Copy LIMIT and OFFSET onto ``outer``, refusing anything but a whole number literal."""
     for key in ("limit", "offset"):
         clause = select.args.get(key)
         if clause:
@@ -137,4 +189,3 @@ def build_outer(
                     _refuse(f"subqueries are not allowed in {what} of a DP query over {table}")
                 _refuse(f"{what} must be a whole number literal in a DP query over {table}")
             outer.set(key, clause.copy())
-    return outer, names
