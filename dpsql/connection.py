@@ -319,7 +319,8 @@ class Connection:
         if released.groups_suppressed is not None:
             notes.append("groups below the noisy threshold are not shown")
         result = Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
-                        confidence=prepared.bound.options.confidence, sources=list(prepared.report_sources))
+                        confidence=prepared.bound.options.confidence, sources=list(prepared.report_sources),
+                        widths=released.row_widths())
         self._keep(prepared, entry, result)
         return result
 
