@@ -93,3 +93,42 @@ def test_an_ungrouped_release_has_its_one_interval() -> None:
     res = _run("SELECT DP_MEAN(age) AS age FROM adult" + OPTIONS)
     entry = res.entry_of("age")
     assert entry is not None and res.intervals("age") == [entry.ci_half_width]
+
+
+VISITS = ("fixtures/visits/visits.parquet", "fixtures/visits/visits.toml")
+
+
+def _visits(sql: str) -> dpsql.Result:
+    con = dpsql.connect(*VISITS, noise=SeededNoise(1))
+    try:
+        return con.sql(sql)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("sql", "words"), [
+    ("SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1, max_rows_per_unit = 2)",
+     "rows beyond max_rows_per_unit = 2 per patient_id are dropped; the interval covers the noise, not that bias"),
+    ("SELECT ward, DP_MEAN(cost) FROM visits GROUP BY ward WITH (epsilon = 1)",
+     "rows beyond max_rows_per_group_per_unit = 2 per group and max_groups_per_unit = 3 groups per patient_id "
+     "are dropped; the interval covers the noise, not that bias"),
+])
+def test_a_unit_bound_that_may_drop_rows_says_so_and_what_the_interval_covers(sql: str, words: str) -> None:
+    res = _visits(sql)
+    assert all(e.note.endswith(words) for e in res.report)
+    assert all(line.endswith(words) for line in res.report_lines())
+
+
+def test_the_words_on_dropped_rows_do_not_depend_on_the_data() -> None:
+    sql = "SELECT DP_COUNT(*) AS n FROM visits WHERE stay > {} WITH (epsilon = 1)"
+    assert _visits(sql.format(0)).report[0].note == _visits(sql.format(10)).report[0].note != ""
+
+
+def test_one_row_per_unit_drops_nothing_and_says_nothing_of_it() -> None:
+    res = _visits("WITH per AS (SELECT patient_id, count(*) AS v FROM visits GROUP BY patient_id) "
+                  "SELECT DP_MEAN(v, 0, 30) FROM per WITH (epsilon = 1)")
+    assert "dropped" not in res.report[0].note
+
+
+def test_a_row_unit_drops_nothing_and_says_nothing_of_it() -> None:
+    assert "dropped" not in _run("SELECT DP_COUNT(*) FROM adult" + OPTIONS).report[0].note

@@ -26,6 +26,7 @@ if t.TYPE_CHECKING:
     import pyarrow as pa
 
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.privacy.units import UnitBounds
 
 
 @dataclass
@@ -130,11 +131,31 @@ def release(
             report.append(_summarise(entries, prep))
             widths.append(_widths([np.nan if e.ci_half_width is None else e.ci_half_width for e in entries], kept))
     columns_names = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
+    dropped = truncation_note(plan.units)
     for entry in report:  # every line names the unit and the bounds it was released under
         entry.unit = plan.ctx.unit_note
+        if dropped:
+            entry.note = f"{entry.note}; {dropped}" if entry.note else dropped
     suppressed = size - kept if plan.selection is not None else None
     return Released(columns=columns_names, keys=keys, values=values, report=report, groups_suppressed=suppressed,
                     widths=widths)
+
+
+def truncation_note(units: "UnitBounds | None") -> str:
+    """What the report says of the rows a per-unit bound drops (empty: it drops none). The
+    words depend on the policy and the query only, never on how many rows were dropped."""
+    if units is None or not units.by_id or _one_row_per_unit(units):
+        return ""
+    cost = "; the interval covers the noise, not that bias"
+    if units.max_groups is not None:
+        return (f"rows beyond max_rows_per_group_per_unit = {units.max_rows_per_group} per group and "
+                f"max_groups_per_unit = {units.max_groups} groups per {units.unit} are dropped{cost}")
+    return f"rows beyond max_rows_per_unit = {units.max_rows} per {units.unit} are dropped{cost}"
+
+
+def _one_row_per_unit(units: "UnitBounds") -> bool:
+    """Whether the query reads a subquery of one row per unit, where nothing is dropped."""
+    return "per-unit subquery" in str(units.sources.get("max_rows_per_unit", ""))
 
 
 def _widths(widths: t.Any, kept: int) -> np.ndarray:
