@@ -132,3 +132,25 @@ def test_one_row_per_unit_drops_nothing_and_says_nothing_of_it() -> None:
 
 def test_a_row_unit_drops_nothing_and_says_nothing_of_it() -> None:
     assert "dropped" not in _run("SELECT DP_COUNT(*) FROM adult" + OPTIONS).report[0].note
+
+
+def test_a_threshold_that_releases_no_group_says_why_and_what_to_change() -> None:
+    res = _visits("SELECT stay, DP_COUNT(*) AS n FROM visits WHERE stay > 28 GROUP BY stay "
+                  "WITH (epsilon = 0.1, delta = 1e-6)")
+    assert res.rowcount == 0
+    (note,) = [n for n in res.notes if n.startswith("no group passed")]
+    assert "τ = " in note and "keys = [...]" in note and "more epsilon or delta" in note
+    assert "max_groups_per_unit (now 3)" in note
+    assert "groups below the noisy threshold are not shown" not in res.notes
+
+
+def test_a_threshold_that_releases_groups_keeps_its_short_note() -> None:
+    res = _visits("SELECT stay, DP_COUNT(*) AS n FROM visits GROUP BY stay WITH (epsilon = 1, delta = 1e-6)")
+    assert res.rowcount > 0
+    assert "groups below the noisy threshold are not shown" in res.notes
+    assert not any(n.startswith("no group passed") for n in res.notes)
+
+
+def test_public_keys_have_no_threshold_note() -> None:
+    res = _run("SELECT race, DP_COUNT(*) FROM adult WHERE age > 200 GROUP BY race" + OPTIONS)
+    assert not any("threshold" in n for n in res.notes)

@@ -75,6 +75,24 @@ class Released:
         """The released rows as tuples."""
         return list(zip(*self.data)) if self.arrays else []
 
+    def notes(self, plan: Plan) -> list[str]:
+        """The result's notes on key selection: that groups below the noisy threshold are not
+        shown, and, when none passed, why and what would release some (the words depend on the
+        query and the released rows only)."""
+        if self.groups_suppressed is None or plan.selection is None:
+            return []
+        if self.keys and len(self.keys[0]):
+            return ["groups below the noisy threshold are not shown"]
+        units = plan.units
+        fewer = (f", or a smaller max_groups_per_unit (now {units.max_groups})" if units is not None
+                 and units.by_id and units.max_groups is not None else
+                 f", or a smaller max_rows_per_unit (now {units.max_rows}), or max_groups_per_unit"
+                 if units is not None and units.by_id else "")
+        return [f"no group passed the noisy threshold τ = {plan.selection.threshold:.6g}: keys that are not "
+                "public are released only where a group's noisy count reaches τ. To release groups, declare "
+                "the keys (in the policy, or keys = [...] in WITH), or lower τ with more epsilon or delta"
+                f"{fewer}"]
+
     def table(self, row: str = "") -> "pa.Table":
         """The released columns as the table ``__noisy`` that post-processing reads; with
         ``row``, also a column of that name holding each group's position (0, 1, ...)."""
