@@ -315,11 +315,10 @@ class Connection:
             # The plan refuses what could fail on data (e.g. bounds whose sum can overflow) and
             # the release is total, so this is not expected to happen.
             raise ExecutionError(RELEASE_FAILED) from None
-        notes = list(prepared.rewrites)
-        if released.groups_suppressed is not None:
-            notes.append("groups below the noisy threshold are not shown")
+        notes = [*prepared.rewrites, *released.notes(prepared.plan)]
         result = Result(table=table, report=released.report, cost=prepared.plan.cost, notes=notes,
-                        confidence=prepared.bound.options.confidence, sources=list(prepared.report_sources))
+                        confidence=prepared.bound.options.confidence, sources=list(prepared.report_sources),
+                        widths=released.row_widths())
         self._keep(prepared, entry, result)
         return result
 

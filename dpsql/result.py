@@ -25,7 +25,8 @@ class Result:
     on public tables. ``cost`` is what the query charged to the ledger. ``sources`` maps each
     output column to the index of the report entry of the DP aggregate it shows as released
     (``None`` for group keys and for expressions computed from the noisy values, whose
-    accuracy the report does not give).
+    accuracy the report does not give). A report entry of grouped output gives the widest
+    interval over the groups; :meth:`intervals` and ``df(intervals=True)`` give each row's own.
 
     ``table`` is an Arrow table, or the one row of an ungrouped release
     (:class:`~dpsql.engine.output.OneRow`), made an Arrow table the first time ``table`` is
@@ -40,6 +41,7 @@ class Result:
         notes: list[str] | None = None,
         confidence: float = 0.95,
         sources: list[int | None] | None = None,
+        widths: list[list[float]] | None = None,
     ) -> None:
         self._table = table
         self.report: list[ReportEntry] = report if report is not None else []
@@ -48,6 +50,9 @@ class Result:
         #: the level of the report's intervals (the query's ``confidence`` option)
         self.confidence = confidence
         self.sources: list[int | None] = sources if sources is not None else []
+        #: per report entry, the half-width of each row's interval (NaN: none); empty when
+        #: unknown, and then every row reads its entry's ``ci_half_width``
+        self.widths: list[list[float]] = widths if widths is not None else []
         self._cursor = 0
         self._relation_connection: t.Any = None
 
@@ -107,9 +112,9 @@ class Result:
         """A pandas DataFrame; its ``attrs["dpsql_report"]`` holds the report, one dict per entry.
 
         With ``intervals=True``, each column that is a DP aggregate as released is followed by
-        ``<column>_ci``: the half-width of its confidence interval at the query's ``confidence``
-        level (for grouped output, the widest over the groups; NaN where the mechanism gives
-        none). Columns computed from the noisy values get no interval.
+        ``<column>_ci``: the half-width of each row's confidence interval at the query's
+        ``confidence`` level (a group's own: a mean's depends on its noisy count; NaN where the
+        mechanism gives none). Columns computed from the noisy values get no interval.
         """
         frame = self.table.to_pandas()
         frame.attrs["dpsql_report"] = self.report_dicts()
@@ -122,15 +127,18 @@ class Result:
             name = f"{self.columns[k]}_ci"
             if name in self.columns:
                 raise Error(f"df(intervals=True): the result already has a column {name}")
-            width = entry.ci_half_width
-            frame.insert(k + 1, name, float(width) if width is not None else float("nan"))
+            frame.insert(k + 1, name, self.intervals(k))
         return frame
 
     def intervals(self, column: int | str) -> list[float]:
         """The half-width of each row's confidence interval for ``column`` (a position or a name)
         at the query's ``confidence`` level; NaN where there is none (a key, a value computed from
         the noisy ones, a mechanism that gives no interval)."""
-        entry = self.entry_of(column)
+        k = self.columns.index(column) if isinstance(column, str) else column
+        j = self.sources[k] if k < len(self.sources) else None
+        if j is not None and j < len(self.widths) and len(self.widths[j]) == self.rowcount:
+            return [float(w) for w in self.widths[j]]
+        entry = self.report[j] if j is not None else None
         width = entry.ci_half_width if entry is not None else None
         return [float("nan") if width is None else float(width)] * self.rowcount
 

@@ -87,6 +87,7 @@ def encode(result: Result) -> bytes:
         "notes": list(result.notes),
         "confidence": result.confidence,
         "sources": list(result.sources),
+        "widths": result.widths,
     }
     head = json.dumps(meta, ensure_ascii=True, allow_nan=True).encode("utf-8")
     sink = pa.BufferOutputStream()
@@ -114,6 +115,7 @@ def decode(stored: "StoredRelease") -> Result | None:
         report = [ReportEntry(**entry) for entry in meta["report"]]
         notes = [*meta["notes"], reused_note(stored.time)]
         return Result(table=table, report=report, cost=Cost(), notes=notes,
-                      confidence=float(meta["confidence"]), sources=list(meta["sources"]))
+                      confidence=float(meta["confidence"]), sources=list(meta["sources"]),
+                      widths=meta.get("widths"))
     except (ValueError, TypeError, KeyError, struct.error, pa.ArrowException):
         return None  # unreadable: answer afresh (and charge) rather than fail

@@ -189,7 +189,9 @@ def test_policy_says_two_data_holds_fifteen_noise_and_statistics_are_for_two() -
     assert total.exact({"s": row["a1_s"]}) == {"s": 10 + sum(min(x, 10.0) for (x,) in kept)}
     assert row["a2_n"] == 12
     res = con.sql("SELECT DP_COUNT(*), DP_SUM(x) FROM t WITH (epsilon = 3)")
-    assert all(line.endswith("per id, ≤ 2 rows") for line in res.report_lines())
+    assert all("per id, ≤ 2 rows; " in line for line in res.report_lines())
+    assert all(line.endswith("rows beyond max_rows_per_unit = 2 per id are dropped; the interval covers the noise, "
+                             "not that bias") for line in res.report_lines())
 
 
 def test_a_query_may_loosen_the_bound_for_itself() -> None:

@@ -150,6 +150,8 @@ def annotate(plan: "Plan", released: "Released") -> None:
         if not found.passed:
             released.values[j] = [None] * len(released.values[j])
             entry.sensitivity = entry.scale = entry.ci_half_width = None
+            if j < len(released.widths):
+                released.widths[j][:] = float("nan")
             entry.note = note
         else:
             entry.note = f"{note}; {entry.note}" if entry.note else note

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from dpsql.engine.output import OneRow
 from dpsql.errors import OptionError
 
+#: the column that carries each released group's position through post-processing
+_ROW = "__row"
 #: the keys of a public key domain that EXPLAIN lists
 _SHOWN = 5
 #: The refusal of a query whose bounds are found privately, where one statement is expected.
@@ -265,11 +267,13 @@ def _release_found(prepared: PreparedQuery, names: list[str], rows: t.Any, noise
 
 def _output(prepared: PreparedQuery, released: "Released", engine: "Backend") -> "pa.Table | OneRow":
     """HAVING / ORDER BY / LIMIT and select-list expressions, on the noisy rows only."""
+    import numpy as np
+
     bound = prepared.bound
     assert bound.outer is not None
     columns = released.columns
     if bound.outer_columns is None:
-        return engine.post_process(bound.outer, columns, released.table())
+        return _post_process(bound.outer, released, engine)
     # Only renaming (and key order): no need for a round trip through the engine.
     nkeys = len(bound.group_by)
     index = {name: i for i, name in enumerate(columns)}
@@ -277,15 +281,33 @@ def _output(prepared: PreparedQuery, released: "Released", engine: "Backend") ->
         # One row of plain numbers: no Arrow array is built until someone asks for the table.
         row = OneRow.of(bound.output_names, [released.pylist(index[c]) for c in bound.outer_columns])
         if row is not None:
+            released.order = np.zeros(1, dtype=np.int64)
             return row
     arrays = released.arrays
     chosen = [arrays[index[c]] for c in bound.outer_columns]
     import pyarrow as pa  # imported on the first release (it is slow to import)
 
     table = pa.Table.from_arrays(chosen, names=bound.output_names)
+    released.order = np.arange(table.num_rows, dtype=np.int64)
     if nkeys and table.num_rows > 1:
-        table = table.take(key_order_arrays(arrays[:nkeys]))
+        order = key_order_arrays(arrays[:nkeys])
+        released.order = order.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        table = table.take(order)
     return table
+
+
+def _post_process(outer: t.Any, released: "Released", engine: "Backend") -> "pa.Table":
+    """The post-processing SELECT ``outer`` on the released rows, with one more output column
+    (taken off again) that carries each row's group, so that per-group facts (the interval
+    half-widths) follow their rows through HAVING, ORDER BY and LIMIT."""
+    from sqlglot import exp
+
+    carried = outer.copy()
+    carried.set("expressions", [*carried.expressions, exp.alias_(exp.column(_ROW), _ROW, quoted=True)])
+    table = engine.post_process(carried, [*released.columns, _ROW], released.table(row=_ROW))
+    last = table.num_columns - 1
+    released.order = table.column(last).to_numpy(zero_copy_only=False).astype("int64", copy=False)
+    return table.remove_column(last)
 
 
 def key_order(rows: list[tuple[t.Any, ...]], nkeys: int) -> list[int]:

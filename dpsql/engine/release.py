@@ -26,6 +26,7 @@ if t.TYPE_CHECKING:
     import pyarrow as pa
 
     from dpsql.privacy.noise import NoiseSource
+    from dpsql.privacy.units import UnitBounds
 
 
 @dataclass
@@ -38,6 +39,18 @@ class Released:
     values: list[t.Any]
     report: list[ReportEntry] = field(default_factory=list)
     groups_suppressed: int | None = None
+    #: per DP aggregate, the half-width of each released group's interval (float64, NaN where
+    #: there is none), computed from the noise scales and the noisy values only
+    widths: list[np.ndarray] = field(default_factory=list)
+    #: for each output row after post-processing, the released group it shows (None: unknown)
+    order: np.ndarray | None = None
+
+    def row_widths(self) -> list[list[float]]:
+        """Per DP aggregate (report entry), the half-width of each output row's interval, in
+        the order of the rows after post-processing (HAVING, ORDER BY, LIMIT)."""
+        if self.order is None or len(self.widths) != len(self.report):
+            return []
+        return [w[self.order].tolist() for w in self.widths]
 
     @functools.cached_property
     def arrays(self) -> list["pa.Array"]:
@@ -62,11 +75,34 @@ class Released:
         """The released rows as tuples."""
         return list(zip(*self.data)) if self.arrays else []
 
-    def table(self) -> "pa.Table":
-        """The released columns as the table ``__noisy`` that post-processing reads."""
+    def notes(self, plan: Plan) -> list[str]:
+        """The result's notes on key selection: that groups below the noisy threshold are not
+        shown, and, when none passed, why and what would release some (the words depend on the
+        query and the released rows only)."""
+        if self.groups_suppressed is None or plan.selection is None:
+            return []
+        if self.keys and len(self.keys[0]):
+            return ["groups below the noisy threshold are not shown"]
+        units = plan.units
+        fewer = (f", or a smaller max_groups_per_unit (now {units.max_groups})" if units is not None
+                 and units.by_id and units.max_groups is not None else
+                 f", or a smaller max_rows_per_unit (now {units.max_rows}), or max_groups_per_unit"
+                 if units is not None and units.by_id else "")
+        return [f"no group passed the noisy threshold τ = {plan.selection.threshold:.6g}: keys that are not "
+                "public are released only where a group's noisy count reaches τ. To release groups, declare "
+                "the keys (in the policy, or keys = [...] in WITH), or lower τ with more epsilon or delta"
+                f"{fewer}"]
+
+    def table(self, row: str = "") -> "pa.Table":
+        """The released columns as the table ``__noisy`` that post-processing reads; with
+        ``row``, also a column of that name holding each group's position (0, 1, ...)."""
         import pyarrow as pa
 
-        return pa.Table.from_arrays(self.arrays, names=self.columns)
+        if not row:
+            return pa.Table.from_arrays(self.arrays, names=self.columns)
+        size = len(self.arrays[0]) if self.arrays else 0
+        return pa.Table.from_arrays([*self.arrays, pa.array(np.arange(size, dtype=np.int64))],
+                                    names=[*self.columns, row])
 
 
 def release(
@@ -96,6 +132,7 @@ def release(
     keys = [stats.key(j) for j in range(nkeys)]
     values: list[t.Any] = []
     report: list[ReportEntry] = []
+    widths: list[np.ndarray] = []
     for prep in plan.prepared:
         i = prep.agg.index
         mine = {name: stats.stat(index[col]) for (a, name), col in rewritten.columns.items() if a == i}
@@ -105,14 +142,46 @@ def release(
         if isinstance(released, ReleasedColumn):
             values.append(released.values)
             report.append(released.summary() if len(released) else _summarise([], prep))
+            widths.append(_widths(released.widths, kept))
         else:
             values.append([value for value, _ in released])
-            report.append(_summarise([entry for _, entry in released], prep))
+            entries = [entry for _, entry in released]
+            report.append(_summarise(entries, prep))
+            widths.append(_widths([np.nan if e.ci_half_width is None else e.ci_half_width for e in entries], kept))
     columns_names = build.keys(nkeys) + [build.agg(p.agg.index) for p in plan.prepared]
+    dropped = truncation_note(plan.units)
     for entry in report:  # every line names the unit and the bounds it was released under
         entry.unit = plan.ctx.unit_note
+        if dropped:
+            entry.note = f"{entry.note}; {dropped}" if entry.note else dropped
     suppressed = size - kept if plan.selection is not None else None
-    return Released(columns=columns_names, keys=keys, values=values, report=report, groups_suppressed=suppressed)
+    return Released(columns=columns_names, keys=keys, values=values, report=report, groups_suppressed=suppressed,
+                    widths=widths)
+
+
+def truncation_note(units: "UnitBounds | None") -> str:
+    """What the report says of the rows a per-unit bound drops (empty: it drops none). The
+    words depend on the policy and the query only, never on how many rows were dropped."""
+    if units is None or not units.by_id or _one_row_per_unit(units):
+        return ""
+    cost = "; the interval covers the noise, not that bias"
+    if units.max_groups is not None:
+        return (f"rows beyond max_rows_per_group_per_unit = {units.max_rows_per_group} per group and "
+                f"max_groups_per_unit = {units.max_groups} groups per {units.unit} are dropped{cost}")
+    return f"rows beyond max_rows_per_unit = {units.max_rows} per {units.unit} are dropped{cost}"
+
+
+def _one_row_per_unit(units: "UnitBounds") -> bool:
+    """Whether the query reads a subquery of one row per unit, where nothing is dropped."""
+    return "per-unit subquery" in str(units.sources.get("max_rows_per_unit", ""))
+
+
+def _widths(widths: t.Any, kept: int) -> np.ndarray:
+    """Each of the ``kept`` groups' half-widths as float64 (NaN where there is none)."""
+    if widths is None:
+        return np.full(kept, np.nan)
+    out = np.asarray(widths, dtype=np.float64).ravel()
+    return out if out.size == kept else np.full(kept, np.nan)
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:
