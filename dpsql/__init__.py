@@ -33,7 +33,7 @@ if t.TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
-    "BudgetStatus": "dpsql.connection",
+    "BudgetStatus": "dpsql.budget_status",
     "Connection": "dpsql.connection",
     "connect": "dpsql.connection",
     "Result": "dpsql.result",

@@ -66,8 +66,10 @@ def test_df_intervals_follow_the_released_dp_columns(con) -> None:
     frame = res.df(intervals=True)
     assert list(frame.columns) == ["sex", "mean_age", "mean_age_ci", "n", "n_ci", "months"]
     mean_entry, count_entry = res.report
-    assert (frame["mean_age_ci"] == mean_entry.ci_half_width).all()
-    assert (frame["n_ci"] == count_entry.ci_half_width).all()
+    # each group its own width (from its own noisy count); the report shows the widest
+    assert frame["mean_age_ci"].max() == mean_entry.ci_half_width
+    assert frame["mean_age_ci"].nunique() == 2 and (frame["mean_age_ci"] > 0).all()
+    assert (frame["n_ci"] == count_entry.ci_half_width).all()  # counts share one noise scale
     assert list(res.df().columns) == ["sex", "mean_age", "n", "months"]
 
 
