@@ -21,6 +21,29 @@ from dpsql.sql.build import BASE
 from dpsql.sql.size import FILTER, KEY, Bound, inlined
 from dpsql.sql.suggest import did_you_mean
 
+if t.TYPE_CHECKING:
+    from dpsql.sql.options import Options
+
+ReadPublic = t.Callable[[str], "list[tuple[t.Any, ...]]"]
+"""``read_public(sql) -> rows`` of a query that reads public tables only."""
+
+
+@dataclass
+class JoinContext:
+    """What binding a FROM clause with joins needs beyond the policy and the catalog."""
+
+    options: "Options"
+    read_public: ReadPublic | None = None
+    database: str | None = None
+    #: the next number of a reserved join or flat-map alias (``__j1``, ``__f1``, ...)
+    counter: list[int] = field(default_factory=lambda: [0])
+
+    def alias(self, prefix: str) -> str:
+        self.counter[0] += 1
+        return f"__{prefix}{self.counter[0]}"
+
+
+
 Columns = dict[str, exp.Expression | None]
 #: placeholder names of bound ``IN (SELECT ...)`` filters while an expression is checked
 _FROZEN = "__in"
@@ -68,6 +91,16 @@ class Relation:
     def carried(self, columns: Columns, alias: str | None, where: list[exp.Expression]) -> "Relation":
         """A relation over the same rows (same table, source, unit and joins) with other columns."""
         return replace(self, columns=columns, alias=alias, where=where, scopes=None)
+
+    def add_scope(self, alias: str, columns: Columns) -> None:
+        """Add a FROM item's columns under ``alias`` (a join level); a name both sides have is
+        ambiguous unless qualified."""
+        assert self.scopes is not None
+        if alias in self.scopes:
+            raise BindError(f"the name {alias} is used twice in one FROM clause; give one an alias")
+        self.scopes[alias] = columns
+        for name, expr in columns.items():
+            self.columns[name] = None if name in self.columns else expr
 
     def base_column(self, expr: exp.Expression | None) -> str | None:
         """The policy column an inlined expression reads directly (for bounds and keys)."""
