@@ -174,6 +174,13 @@ def truncate(rows: str, units: UnitBounds, keys: list[str]) -> str:
 
     The filters are written ``BETWEEN 1 AND k``: DuckDB rewrites ``ROW_NUMBER() ... <= k`` into
     a per-unit top-k aggregate that is several times slower with millions of small units.
+
+    Forms that keep the same rows and were measured slower on 10M rows (docs/benchmarks.md,
+    issue 29): counting each unit's rows by GROUP BY and ranking only the rows of units over k
+    (1.8× the window with 1M units of ~10 rows, 1.6× with 2.5M units of ~4 rows: the count, the
+    two semi-joins and a second scan cost more than the sort they save), the k smallest hashes
+    per unit by ``MIN(__h, k)`` as an aggregate or a window (2–3×), and fewer, larger partitions
+    ordered by (unit, hash) (2–3×).
     """
     u, h = build.UNIT, build.ROW_HASH
     if units.max_groups is not None and keys:
