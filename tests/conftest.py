@@ -19,10 +19,9 @@ from dpsql.privacy.noise import SeededNoise
 
 matplotlib.use("Agg")
 
-#: What the default run leaves to ``pytest -m slow`` (CI runs it, serially): tests of several
-#: seconds each (the statistical audit's quick mode, which ``-m thorough`` repeats with more
-#: trials; the law tests of the exact samplers' decimal paths; killed processes), and tests that
-#: compare run times, which other tests running beside them would disturb.
+#: What the default run leaves to ``pytest -m slow`` (CI runs it, on two workers): tests of
+#: several seconds each (the statistical audit's quick mode, which ``-m thorough`` repeats with
+#: more trials; the law tests of the exact samplers' decimal paths; killed processes; mypy).
 _SLOW = (
     "tests/audit/test_audit_mechanisms.py::",
     "tests/test_bench_smoke.py::",
@@ -34,10 +33,14 @@ _SLOW = (
     "tests/test_budget_faults.py::test_sigkill_never_leaves_a_release_without_its_charge",
     "tests/test_budget_faults.py::test_concurrent_processes_never_exceed_the_total",
     "tests/test_ledger.py::test_sigkill_never_loses_a_reported_charge",
+    "tests/test_mypy.py::",
+)
+#: Tests that compare run times (other tests running beside them would disturb the clock): left
+#: out of every parallel run; CI runs them alone with ``pytest -m timed -n 0``.
+_TIMED = (
     "tests/test_oracles.py::test_a_matching_row_does_not_change_the_outcome[class10",
     "tests/test_serve_security.py::test_wrong_passwords_wait_longer_each_time_and_are_logged",
     "tests/test_serve_security.py::test_unauthenticated_sockets_are_closed_after_the_login_timeout",
-    "tests/test_mypy.py::",
 )
 
 
@@ -45,6 +48,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.nodeid.startswith(_SLOW):
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(_TIMED):
+            item.add_marker(pytest.mark.timed)
 
 
 def demo_policy(**budget: float) -> dict:
