@@ -23,7 +23,8 @@ matplotlib.use("Agg")
 #: several seconds each (the statistical audit's quick mode, which ``-m thorough`` repeats with
 #: more trials; the law tests of the exact samplers' decimal paths; killed processes; mypy).
 _SLOW = (
-    "tests/audit/test_audit_mechanisms.py::",
+    "tests/audit/test_audit_mechanisms.py::test_mechanism_keeps_its_promise",
+    "tests/audit/test_audit_mechanisms.py::test_negative_control_is_caught",
     "tests/test_bench_smoke.py::",
     "tests/test_gate_property.py::test_every_query_is_refused_or_released_within_its_sensitivity",
     "tests/test_choice.py::test_draws_decided_in_decimal_have_the_exact_law",
