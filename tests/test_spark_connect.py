@@ -157,7 +157,8 @@ def test_command_over_spark_connect(spark_connect: ConnectServer, tmp_path: Path
     # stderr holds dpsql's one line and nothing of pyspark's (warnings, logs)
     assert done.stderr.splitlines() == [
         f"Error: statement 3 (line 4 of {script}): DP_SUM(cost): no bounds for column cost; give them in the "
-        "call, e.g. DP_SUM(cost, 0, 100), or in the policy"], done.stderr
+        "call, e.g. DP_SUM(cost, 0, 100), or in the policy, or opt in to bounds found privately with "
+        "DP_SUM(cost, bounds => 'auto') (spends 25% of its ε)"], done.stderr
 
 
 def listeners(port: int) -> int:
