@@ -288,10 +288,7 @@ def _maxrows(state: ReplState, arg: str) -> None:
 
 @command(".types", "show each column's type under its name in tables", usage="on|off", arg=("on", "off"))
 def _types(state: ReplState, arg: str) -> None:
-    if not arg:
-        state.echo(f"types: {'on' if state.types else 'off'}")
-        return
-    state.types = _on_off(arg, ".types")
+    _toggle(state, arg, "types")
 
 
 @command(".open", "the same policy and budget on another DuckDB database FILE", usage="FILE", arg="file")
@@ -307,10 +304,15 @@ def _open(state: ReplState, arg: str) -> None:
 
 @command(".timer", "show how long each query takes", usage="on|off", arg=("on", "off"))
 def _timer(state: ReplState, arg: str) -> None:
+    _toggle(state, arg, "timer")
+
+
+def _toggle(state: ReplState, arg: str, name: str) -> None:
+    """``.NAME on|off`` sets the shell's switch ``name``; ``.NAME`` alone says how it is set."""
     if not arg:
-        state.echo(f"timer: {'on' if state.timer else 'off'}")
+        state.echo(f"{name}: {'on' if getattr(state, name) else 'off'}")
         return
-    state.timer = _on_off(arg, ".timer")
+    setattr(state, name, _on_off(arg, f".{name}"))
 
 
 @command(".quit", "leave the shell; Ctrl-D on an empty line does too", aliases=(".exit", "\\q"))
