@@ -29,6 +29,7 @@ from dpsql.privacy.ledger import Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
 from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
+from dpsql.sql.depth import nested_refused
 
 if t.TYPE_CHECKING:
     from dpsql.engine.cancel import Cancellation
@@ -124,7 +125,8 @@ class Connection:
         if hit is not None:
             self._plans.move_to_end(query)
             return hit
-        prepared = prepare(query, self.policy, self.engine, parsed)
+        with nested_refused():
+            prepared = prepare(query, self.policy, self.engine, parsed)
         if not prepared.bound.joined:
             self._plans[query] = prepared
             if len(self._plans) > PLANS_KEPT:
@@ -175,7 +177,7 @@ class Connection:
 
         guard = Cancellation(self.engine.cancel)
         try:
-            with guard:
+            with guard, nested_refused():  # the release turns its own failures into one message
                 result, charged = self._answer(query, guard)
         except QueryCancelled:
             raise

@@ -30,6 +30,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ParseError
+from dpsql.sql.depth import nested_refused
 from dpsql.sql.statistics import Statistic
 
 __all__ = [
@@ -398,7 +399,8 @@ def parse(sql: str) -> DPQuery:
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
     try:
-        statements = sqlglot.parse(text, dialect=DPSQL)
+        with nested_refused():
+            statements = sqlglot.parse(text, dialect=DPSQL)
     except SqlglotParseError as err:
         from dpsql.sql.syntax import syntax_error
 
