@@ -342,3 +342,33 @@ def test_a_ratio_over_a_noisy_zero_does_not_fail() -> None:
         res = con.sql("SELECT ward, DP_SUM(cost, 0, 20000) / (DP_COUNT(*) - DP_COUNT(*)) AS r FROM visits "
                       "GROUP BY ward")
         assert len(res.fetchall()) == 5
+
+
+# -- bench/tpch.py on the committed files ------------------------------------------------------------
+
+
+def test_the_bench_measures_the_queries_and_writes_its_section_once(monkeypatch, tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from bench import tpch as bench_tpch
+
+    monkeypatch.setattr(bench_tpch, "data_dir", lambda sf: DATA)  # the committed SF 0.01 files
+    run = bench_tpch.run(0.01, repeat=1)
+    assert [r["query"] for r in run["results"]] == list(range(1, 23))
+    for r in run["results"]:
+        assert ("refused" in r) != ("dpsql_s" in r), r
+        if "refused" in r:
+            assert r["refused"] and "\n" not in r["refused"]
+    answered = {r["query"]: r for r in run["results"] if "refused" not in r}
+    assert {2, 11, 16} <= set(answered) and all(answered[q]["exact"] and answered[q]["error"] in (0.0, None)
+                                                 for q in (2, 11, 16))
+    text = bench_tpch.section(run, "python bench/run.py --tpch --sf 0.01")
+    assert text.splitlines()[1] == bench_tpch.HEADING and "Q01" in text and "| Q02 |" in text and "Q22" in text
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\n## Speed\n\ntext\n\n## Joins\n\nmore\n")
+    bench_tpch.write_section(text, page)
+    bench_tpch.write_section(text, page)  # replaced in place, not added twice
+    once = page.read_text()
+    assert once.count(bench_tpch.HEADING) == 1 and once.count("measured separately") == 1
+    assert once.index("## Joins") < once.index(bench_tpch.HEADING)
