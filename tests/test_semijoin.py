@@ -76,7 +76,8 @@ def _fill(data: Tables) -> duckdb.DuckDBPyConnection:
         raw.execute(f"DELETE FROM {name}")
         rows = data.get(name) or []
         if rows:
-            raw.execute(f"INSERT INTO {name} VALUES " + ", ".join(str(tuple(r)) for r in rows))
+            raw.execute(f"INSERT INTO {name} VALUES " + ", ".join(
+                "(" + ", ".join("NULL" if v is None else repr(v) for v in r) + ")" for r in rows))
     return raw
 
 
@@ -219,3 +220,10 @@ def test_negative_control_an_uncorrelated_exists_lets_one_person_move_the_count_
     worst = worst_moves(prepared, trials=8, seed=29)
     moved, sensitivity = max(worst.values())
     assert moved > sensitivity  # one person's item switches every other person's orders in or out
+
+
+def test_a_null_unit_in_the_subquery_belongs_to_nobody() -> None:
+    data: Tables = {"orders": [(1, 1), (2, 2)], "items": [(None, 7), (1, 7)]}
+    # plain SQL: NULL in the set makes every NOT IN NULL, and one row would drop everyone's rows
+    assert count(Q.format("cid NOT IN (SELECT cid FROM items)"), data) == 1
+    assert count(Q.format("cid IN (SELECT cid FROM items)"), data) == 1

@@ -34,9 +34,14 @@ Sensitivity of the same-unit semi join (the proof EXPLAIN's unit line relies on)
     every person's removal and addition on small tables, with a negative control (the equality
     check lifted) that the brute force catches.
 
+``unit [NOT] IN (SELECT unit_of_t2 FROM t2 ...)`` runs with the unit equality made explicit, so a
+row of ``t2`` whose unit is NULL belongs to nobody and is in no one's set (plain SQL would make
+every ``NOT IN`` NULL because of it: one such row would drop everyone's rows).
+
 A correlated equality on a *link* key (``l_orderkey = o_orderkey`` once ``lineitem`` links to
-``orders``) equates rows of one unit too; it is accepted once links are in the policy (see
-``_correlated``). Everything else in a subquery over private rows stays refused (see
+``orders``, TPC-H Q4 and Q21) is not accepted yet: it equates rows of one unit only where the
+linked column is a key, so its rewrite must add the unit equality through the link's join
+(``_correlated`` is where it goes, with links). Everything else in a subquery over private rows stays refused (see
 :mod:`dpsql.sql.allow`). The SQL the filter becomes is total: values are cast with TRY_CAST and
 predicates wrapped so that no row can make it fail.
 """
@@ -170,13 +175,14 @@ def _correlated(inner: _Inner, rel: Relation, where: exp.Expression | None) -> b
 
 
 def _query_of(node: exp.Expression, what: str) -> exp.Select:
+    shape = _SHAPE.replace("SELECT ...", "SELECT column") if isinstance(node, exp.In) else _SHAPE
     sub = node.args.get("query") if isinstance(node, exp.In) else node.this
     query = sub.this if isinstance(sub, exp.Subquery) else sub
     if isinstance(query, exp.Select) and query.args.get("joins"):
         _refuse(f"{what} in a DP query may read one table only; join the tables in the outer query")
     if not isinstance(query, exp.Select) or any(
             v for k, v in query.args.items() if k not in ("expressions", "from_", "where")):
-        _refuse(f"{what} in a DP query may only be {_SHAPE}: no GROUP BY, HAVING, DISTINCT, LIMIT or "
+        _refuse(f"{what} in a DP query may only be {shape}: no GROUP BY, HAVING, DISTINCT, LIMIT or "
                 "set operation inside")
     return query
 
