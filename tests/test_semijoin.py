@@ -227,3 +227,26 @@ def test_a_null_unit_in_the_subquery_belongs_to_nobody() -> None:
     # plain SQL: NULL in the set makes every NOT IN NULL, and one row would drop everyone's rows
     assert count(Q.format("cid NOT IN (SELECT cid FROM items)"), data) == 1
     assert count(Q.format("cid IN (SELECT cid FROM items)"), data) == 1
+
+
+# -- the same statistics on Spark ------------------------------------------------------------------
+
+SPARK_CASES = [c for c, _ in test_semi_joins_on_the_unit_filter_like_the_plain_query.pytestmark[0].args[1]
+               if "codes" not in c]
+
+
+@pytest.mark.spark
+def test_semi_joins_give_the_same_statistics_on_spark(spark) -> None:
+    from tests.test_spark import exact, same
+
+    for name in ("orders", "items"):
+        spark.createDataFrame(DATA[name], SCHEMAS[name].replace("INTEGER", "INT")).createOrReplaceTempView(name)
+    duck, on_spark = connect(DATA, k=5), dpsql.connect(spark, policy(5), noise=SeededNoise(0))
+    try:
+        for cond in SPARK_CASES:
+            query = Q.format(cond)
+            assert same(exact(duck, query), exact(on_spark, query)), query
+    finally:
+        duck.close()
+        for name in ("orders", "items"):
+            spark.catalog.dropTempView(name)
