@@ -135,6 +135,7 @@ class Plan:
                 facts = "bounds: found privately first (above); the sensitivity and noise scale follow from them"
             else:
                 facts = "; ".join(f"{k}: {v}" for k, v in prep.explain().items())
+                facts += f"; {prep.agg.bounds_note}" if prep.agg.bounds_note else ""
             lines.append(f"{prep.label}: mechanism {mech}, spends {prep.cost}; {facts}")
         return lines
 

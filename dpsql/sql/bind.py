@@ -32,6 +32,7 @@ from dpsql.sql.argtypes import check_argument_type, check_argument_types
 from dpsql.sql.build import BASE
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
+from dpsql.sql.intervals import derive_argument
 from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
@@ -80,6 +81,8 @@ class BoundAggregate:
     #: the bounds are found privately before the release (dpsql.privacy.approx_bounds): ``lower``
     #: and ``upper`` are None here, and the planner fills them in
     auto_bounds: bool = False
+    #: how the bounds were derived from the columns' (dpsql.sql.intervals), for EXPLAIN; None otherwise
+    bounds_note: str | None = None
 
     @property
     def label(self) -> str:
@@ -340,7 +343,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
     arg = node.this if not isinstance(node.this, exp.Star) else None
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
     upper = _literal_number(node.args.get("upper"), f"the upper bound of {label}")
-    inner, inner_args, column, column_table = None, [], None, None
+    inner, inner_args, column, column_table, note = None, [], None, None, None
     distinct = distinct_unit = False
     if isinstance(node, DPAgg):
         inner, inner_args = _bind_dp_agg(node, rel, index)
@@ -363,6 +366,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
     if lower is None and arg is not None and node.statistic is not Statistic.COUNT and not found:
         owner_table = rel.owner(arg)
         bounds = owner_table[0].column(column).bounds if column and owner_table else None
+        derived = derive_argument(arg, rel, catalog) if bounds is None and not column else None
+        bounds, note = ((derived.lower, derived.upper), derived.note) if derived else (bounds, None)
         found = bounds is None and auto
         if bounds is None and column and owner_table:  # a text column needs converting first, not bounds
             check_argument_type(label, node, column, (catalog(owner_table[0].name) or {}).get(column))
@@ -385,7 +390,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
         quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
                           inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit,
-                          column_table=column_table, auto_bounds=found)
+                          column_table=column_table, auto_bounds=found, bounds_note=note)
 
 
 #: The literal (second) argument of these is a quantile, not a value.
