@@ -34,6 +34,7 @@ from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
 from dpsql.sql.intervals import derive_argument
 from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
+from dpsql.sql.keysource import KeySource, key_sources
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
 from dpsql.sql.relation import Relation
@@ -114,6 +115,8 @@ class Bound:
     group_columns: list[str | None] = field(default_factory=list)
     #: for each group expression, its DuckDB type (public key domains are cast to it)
     group_types: list[str] = field(default_factory=list)
+    #: for each group expression, a public domain besides the policy's keys (dpsql.sql.keysource)
+    group_sources: list[KeySource | None] = field(default_factory=list)
     aggregates: list[BoundAggregate] = field(default_factory=list)
     #: post-processing SELECT over the noisy table ``__noisy(__k0.., __a0..)``
     outer: exp.Select | None = None
@@ -286,6 +289,7 @@ def _bind_select(
         group_labels=[g.sql(dialect="duckdb") for g in user_groups],
         group_columns=group_columns,
         group_types=group_types,
+        group_sources=key_sources(group_by, rel, database),
         aggregates=aggregates,
         outer=outer,
         output_names=names,
