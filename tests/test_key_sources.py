@@ -137,3 +137,17 @@ def test_planning_on_spark_opens_no_duckdb(spark, monkeypatch) -> None:  # type:
     monkeypatch.undo()
     assert [k for k, _ in con.sql(JOINED).fetchall()] == ["N0", "N1", "N2", "N3", "N4"]
     con.close()
+
+
+def test_a_query_over_public_tables_only_is_answered_exactly(con: dpsql.Connection) -> None:
+    """TPC-H Q2, Q11 and Q16 read only part, partsupp, supplier, nation and region: public under
+    customer-level privacy, so they run as plain SQL, exactly, and spend nothing (this shape:
+    a subquery, HAVING over an aggregate of a subquery, ORDER BY)."""
+    before = con.budget.spent.epsilon
+    sql = ("SELECT n_name, sum(n_nationkey) AS v FROM nation WHERE n_nationkey IN (SELECT n_nationkey FROM nation "
+           "WHERE n_name <> 'N0') GROUP BY n_name HAVING sum(n_nationkey) > (SELECT min(n_nationkey) FROM nation) "
+           "ORDER BY v DESC")
+    assert con.sql(sql).fetchall() == [("N4", 4), ("N3", 3), ("N2", 2), ("N1", 1)]
+    assert con.budget.spent.epsilon == before
+    with pytest.raises(dpsql.PrivacyError):
+        con.sql("SELECT n_name FROM nation WHERE n_nationkey IN (SELECT nk FROM li)")
