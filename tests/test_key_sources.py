@@ -110,13 +110,32 @@ def test_keys_that_cast_to_themselves_open_no_duckdb(monkeypatch) -> None:
 # -- Spark: planning opens no DuckDB -------------------------------------------------------------
 
 
-@pytest.mark.spark
-def test_planning_on_spark_opens_no_duckdb(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def _spark_views(spark: t.Any) -> None:
     spark.sql("CREATE OR REPLACE TEMPORARY VIEW nation AS SELECT id AS n_nationkey, concat('N', id) AS n_name "
               "FROM range(5)")
     spark.sql("CREATE OR REPLACE TEMPORARY VIEW li AS SELECT id % 50 AS cust, id % 4 AS nk, "
               "CAST(id % 7 AS DOUBLE) AS qty, date_add(DATE '1992-01-01', CAST(id % 2500 AS INT)) AS ship "
               "FROM range(2000)")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql", [
+    JOINED,
+    "SELECT year(ship) AS y, DP_SUM(qty * 2 - 1) FROM li GROUP BY y WITH (epsilon = 1)",
+    "SELECT quarter(ship) AS q, n_name, DP_MEAN(CASE WHEN nk > 1 THEN qty ELSE -qty END) FROM li "
+    "JOIN nation ON nk = n_nationkey GROUP BY q, n_name WITH (epsilon = 1)",
+])
+def test_spark_gives_the_same_statistics(spark, con: dpsql.Connection, sql: str) -> None:  # type: ignore[no-untyped-def]
+    from tests.test_spark import check_same_statistics
+
+    _spark_views(spark)
+    on_spark = dpsql.connect(spark, _policy())
+    check_same_statistics((con, on_spark), sql)
+
+
+@pytest.mark.spark
+def test_planning_on_spark_opens_no_duckdb(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _spark_views(spark)
     con = dpsql.connect(spark, _policy())
 
     def refuse(*args: t.Any, **kwargs: t.Any) -> t.NoReturn:
