@@ -71,6 +71,7 @@ from pathlib import Path
 
 from dpsql.errors import Error, PolicyError, did_you_mean
 from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.datebounds import date_bounds
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
@@ -288,20 +289,7 @@ def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
         if len(set(map(repr, keys))) != len(keys):
             raise PolicyError(f"{where}.keys lists a key twice")
         keys = tuple(keys)
-    return ColumnPolicy(lower=lower, upper=upper, keys=keys, dates=_dates(where, spec.get("bounds")))
-
-
-def _dates(where: str, value: t.Any) -> tuple[datetime.date, datetime.date] | None:
-    """A date column's ``bounds``: two dates (TOML dates or ISO text), the first before the last."""
-    if value is None:
-        return None
-    try:
-        first, last = (v if type(v) is datetime.date else datetime.date.fromisoformat(v) for v in value)
-    except (TypeError, ValueError):
-        raise PolicyError(f'{where}.bounds must be two dates, e.g. ["1992-01-01", "1998-12-31"]') from None
-    if not first < last:
-        raise PolicyError(f"{where}.bounds: {first} must be before {last}")
-    return (first, last)
+    return ColumnPolicy(lower=lower, upper=upper, keys=keys, dates=date_bounds(where, spec.get("bounds")))
 
 
 def _source(where: str, value: t.Any, base: Path | None) -> tuple[str, ...]:
