@@ -17,6 +17,16 @@ reads no data: ``reads_data = False``, :mod:`dpsql.engine.rewrite`).
 
 A policy's key tuples never change, so the domain of a policy column is made once per column
 and type, and a query over 100,000 public keys plans in about a millisecond.
+
+Where the cast is done. A part that casts to itself (a str to VARCHAR, an int inside an integer
+type, a bool to BOOLEAN, a date to DATE) is cast in Python, exactly as DuckDB would
+(:func:`_pure`); any other by the private DuckDB above, or, on an engine that casts keys itself
+(``Backend.casts_keys``: Spark), by that engine, in a statement of literals only: planning on
+Spark opens no DuckDB.
+
+Besides the query's ``keys`` and the policy's, a GROUP BY expression may have a domain from
+:mod:`dpsql.sql.keysource`: the part's values of a date column's bounds, or the distinct values
+of a public table's column, read from that table alone through the engine.
 """
 
 from __future__ import annotations
