@@ -127,7 +127,7 @@ def replan(first: "Plan", policy: "Policy", found: dict[int, Found],
     """
     from dpsql.engine.plan import plan as make_plan
 
-    p = make_plan(first.bound, policy, found=found)
+    p = make_plan(first.bound, policy, found=found, domain=first.public_keys)
     if p.cost != first.cost:
         raise InternalError("the plan with the bounds found costs other than what was charged")
     return p, (rewrite(p) if target is None else rewrite(p, target))

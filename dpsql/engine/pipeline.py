@@ -165,7 +165,7 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
         return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
     target.check_query(parsed.this)  # after every refusal the engines share
     try:
-        p = plan(bound, policy)
+        p = plan(bound, policy, engine=engine)
     except ValueError as err:
         # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
         # infinite): it depends on the query alone, so say why, as a dpsql error.

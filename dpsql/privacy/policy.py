@@ -60,6 +60,7 @@ Tables not named in the policy are not readable at all: dpsql denies by default.
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -70,6 +71,7 @@ from pathlib import Path
 
 from dpsql.errors import Error, PolicyError, did_you_mean
 from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.datebounds import date_bounds
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
@@ -88,6 +90,8 @@ class ColumnPolicy:
     lower: float | None = None
     upper: float | None = None
     keys: tuple[t.Any, ...] | None = None
+    #: a date column's first and last day (``bounds = ["1992-01-01", "1998-12-31"]``)
+    dates: tuple[datetime.date, datetime.date] | None = None
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -269,7 +273,7 @@ def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
     where = f"tables.{table}.columns.{name}"
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table of lower/upper/keys")
-    unknown = set(spec) - {"lower", "upper", "keys", "type", "nullable", "private_id", "cardinality"}
+    unknown = set(spec) - {"lower", "upper", "keys", "type", "nullable", "private_id", "cardinality", "bounds"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     lower = _num(f"{where}.lower", spec["lower"]) if "lower" in spec else None
@@ -285,7 +289,7 @@ def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
         if len(set(map(repr, keys))) != len(keys):
             raise PolicyError(f"{where}.keys lists a key twice")
         keys = tuple(keys)
-    return ColumnPolicy(lower=lower, upper=upper, keys=keys)
+    return ColumnPolicy(lower=lower, upper=upper, keys=keys, dates=date_bounds(where, spec.get("bounds")))
 
 
 def _source(where: str, value: t.Any, base: Path | None) -> tuple[str, ...]:
