@@ -137,7 +137,7 @@ def _root(tables: dict[str, "TablePolicy"], name: str) -> "TablePolicy":
                               "privacy unit (a public table's rows belong to nobody), so drop the link or "
                               f"give {target.name} a privacy_unit")
         if target.name in seen:
-            path = " → ".join([*seen, target.name])
+            path = " → ".join([*seen[seen.index(target.name):], target.name])
             raise PolicyError(f"{key}: the links form a cycle ({path}); a chain of links must end at a table "
                               "with a privacy_unit")
         if target.link is None and target.privacy_unit == "row":

@@ -291,17 +291,17 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
     key_text = ", ".join(c for _, c in pairs)
     out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
     if by_id:
-        linked = left.link is not None or tp.link is not None
+        linked = _follows_link(rel, tp, pairs) if left.link is not None or tp.link is not None else None
         if linked:
-            _follows_link(rel, tp, pairs)
             on = f"{on} AND {_sql(total(rel.unit))} = {name}.{LINKED_UNIT}"  # type: ignore[arg-type]
         else:
             _equates_units(rel, left, tp, pairs)
-        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {_private_side(right, table, linked)} "
+        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {_private_side(right, table, bool(linked))} "
                          f"AS {name} ON {on}")
-        out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} on the privacy unit "
-                         f"{left.unit_name or left.privacy_unit}: the joined rows keep the unit; truncation per unit "
-                         "after the join bounds them")
+        how = (f"along the link {linked}: the ON adds the equality of the units, so each joined row is one "
+               "person's" if linked else f"on the privacy unit {left.unit_name or left.privacy_unit}")
+        out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} {how}: the joined rows "
+                         "keep the unit; truncation per unit after the join bounds them")
     else:
         where = " WHERE " + " AND ".join(_sql(total(w)) for w in right.where) if right.where else ""
         if rel.joins or rel.source is not None:
@@ -388,15 +388,20 @@ def _equates_units(rel: Relation, left: TablePolicy, right: TablePolicy, pairs: 
                 f"{left.privacy_unit} = {right.name}.{right.privacy_unit} to ON")
 
 
-def _follows_link(rel: Relation, right: TablePolicy, pairs: list[tuple[exp.Expression, str]]) -> None:
-    """Refuse a join with a linked table whose ON follows no link (``l_orderkey = o_orderkey``)
-    and equates no unit column; the join then adds the unit equality itself."""
+def _follows_link(rel: Relation, right: TablePolicy, pairs: list[tuple[exp.Expression, str]]) -> str:
+    """The link a join with a linked table follows (``lineitem.l_orderkey = orders.o_orderkey``,
+    as text), or the unit columns it equates; refused if neither: the join then adds the unit
+    equality itself."""
     for expr, column in pairs:
         owner = rel.owner(expr)
-        if owner is not None and (is_link_pair(owner[0], owner[1], right, column) or
-                                  (owner[0].link is None and owner[1] == owner[0].privacy_unit and
-                                   right.link is None and column == right.privacy_unit)):
-            return
+        if owner is None:
+            continue
+        if is_link_pair(owner[0], owner[1], right, column):
+            child = owner[0] if owner[0].link is not None and owner[0].link.column == owner[1] else right
+            return str(child.link)
+        if owner[0].link is None and owner[1] == owner[0].privacy_unit and right.link is None and \
+                column == right.privacy_unit:
+            return f"{owner[0].name}.{owner[1]} = {right.name}.{column}"
     links = [f"{tp.name}.{tp.link.column} = {tp.link.table}.{tp.link.target}"
              for tp in (*rel.joined_tables.values(), rel.table, right) if tp.link is not None]
     _refuse(f"a join of linked tables {rel.table.name} and {right.name} must follow a link in ON, e.g. "

@@ -102,15 +102,9 @@ def link_unit(tp: TablePolicy, over: str, policy: Policy, catalog: Catalog, data
         LinkUnit(unit=exp.column(target.privacy_unit, table=inner, quoted=True),
                  where=[exp.Not(this=exp.Is(this=exp.column(target.privacy_unit, table=inner, quoted=True),
                                             expression=exp.Null()))])
-    key = exp.column(link.target, table=inner, quoted=True)
     table = exp.table_(target.table_name, db=target.schema, catalog=database, quoted=True)
-    grouped = exp.select(exp.alias_(key, KEY), exp.alias_(exp.Min(this=below.unit), UNIT)) \
-        .from_(exp.alias_(table, inner, table=True))
-    for join in below.joins:
-        grouped = grouped.join(join)
-    for w in below.where:
-        grouped = grouped.where(w)
-    grouped = grouped.group_by(key.copy())
+    grouped = target_by_key(exp.alias_(table, inner, table=True), exp.column(link.target, table=inner, quoted=True),
+                            below)
     on = exp.EQ(this=_as(column, have[link.column], target_have[link.target]),
                 expression=exp.column(KEY, table=name))
     join = exp.Join(this=exp.Subquery(this=grouped, alias=exp.TableAlias(this=exp.to_identifier(name))), on=on)
@@ -118,6 +112,19 @@ def link_unit(tp: TablePolicy, over: str, policy: Policy, catalog: Catalog, data
             f"unit of the {target.name} rows whose {link.target} equals its {link.column} (the smallest, if "
             f"several: one unit per row, never more rows); rows that match none belong to no unit and are dropped")
     return LinkUnit(unit=exp.column(UNIT, table=name), joins=[join], aliases=(name,), steps=[*below.steps, step])
+
+
+def target_by_key(table: exp.Expression, key: exp.Column, below: LinkUnit) -> exp.Select:
+    """``SELECT key AS __k, MIN(unit) AS __u FROM table ... WHERE unit IS NOT NULL GROUP BY key``:
+    one row per key of the link's target, so that the link join never multiplies a row, and
+    the smallest unit of the key's rows (the attribution that other units' rows cannot change:
+    dpsql.privacy.links)."""
+    out = exp.select(exp.alias_(key, KEY), exp.alias_(exp.Min(this=below.unit), UNIT)).from_(table)
+    for join in below.joins:
+        out = out.join(join)
+    for w in below.where:
+        out = out.where(w)
+    return out.group_by(key.copy())
 
 
 def is_link_pair(left: TablePolicy, left_column: str, right: TablePolicy, right_column: str) -> bool:

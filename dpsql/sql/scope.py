@@ -206,7 +206,8 @@ def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | Non
     rel.unit = found.unit
     rel.joins = [j.sql(dialect="duckdb") for j in found.joins]
     rel.where = list(found.where)
-    rel.hashed = (BASE, *found.aliases)
+    # The row hash stays HASH(__t): the link joins add only (key, unit), a function of the row
+    # and the policy's link, which the truncation partitions by already.
     rel.steps = list(found.steps)
     rel.joined = True
     return rel
