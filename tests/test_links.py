@@ -305,3 +305,20 @@ def test_spark_answers_and_refuses_linked_queries_as_duckdb_does(spark) -> None:
         assert messages[0] == messages[1]
     finally:
         on_duckdb.close()
+
+
+# -- the hostile corpus's policies ----------------------------------------------------------------
+
+def _corpus_policies() -> list[dict]:
+    import tomllib
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "corpus" / "hostile.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["link_policy"]
+
+
+@pytest.mark.parametrize("entry", _corpus_policies(), ids=lambda e: e["why"][:40])
+def test_the_hostile_corpus_link_policies_are_refused_in_one_line(entry: dict) -> None:
+    with pytest.raises(PolicyError) as info:
+        policy_from_dict({"budget": {"epsilon": 1}, "tables": entry["tables"]})
+    assert entry["match"] in str(info.value) and "\n" not in str(info.value)

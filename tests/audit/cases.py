@@ -30,6 +30,7 @@ from dpsql.admin import bruteforce
 
 from . import found_bounds
 from .cases_float import FLOAT_CASES, FLOAT_CONTROLS
+from .cases_links import LINK_CASES, LINK_CONTROLS
 from .harness import (
     ArrayNoise,
     AuditCase,
@@ -774,5 +775,5 @@ CONTROLS += found_bounds.controls()
 
 
 # --- sums with bounds far from zero relative to their width (tests/audit/cases_float.py) --------
-CASES += FLOAT_CASES
-CONTROLS += FLOAT_CONTROLS
+CASES += FLOAT_CASES + LINK_CASES
+CONTROLS += FLOAT_CONTROLS + LINK_CONTROLS
