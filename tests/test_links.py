@@ -322,3 +322,16 @@ def test_the_hostile_corpus_link_policies_are_refused_in_one_line(entry: dict) -
     with pytest.raises(PolicyError) as info:
         policy_from_dict({"budget": {"epsilon": 1}, "tables": entry["tables"]})
     assert entry["match"] in str(info.value) and "\n" not in str(info.value)
+
+
+def test_links_follow_their_target_when_the_connections_own_database_is_named_in_full() -> None:
+    pol = policy()
+    pol["tables"]["memory.main.customer"] = pol["tables"].pop("customer")
+    pol["tables"]["orders"]["link"] = {"o_custkey": "memory.main.customer.c_custkey"}
+    con = dpsql.connect(":memory:", pol, setup=lambda c: __import__("tests.links_fixture").links_fixture.load(c, DATA))
+    try:
+        assert con.policy.tables["orders"].link.table == "customer"
+        assert released(con.prepare("SELECT DP_COUNT(*) FROM lineitem WITH (epsilon = 1, max_rows_per_unit = 100)"),
+                        DATA) == {(): {"DP_COUNT(*) n": 14}}
+    finally:
+        con.close()

@@ -148,6 +148,17 @@ def _root(tables: dict[str, "TablePolicy"], name: str) -> "TablePolicy":
     return tp
 
 
+def renamed_links(tables: dict[str, "TablePolicy"], renamed: t.Mapping[str, str]) -> dict[str, "TablePolicy"]:
+    """The linked tables of ``tables`` with their links and unit roots under the new keys of
+    ``renamed`` (old key -> new key: ``db.main.t`` is ``t`` once ``db`` is the connection's)."""
+    out = {}
+    for name, tp in tables.items():
+        if tp.link is not None:
+            link = replace(tp.link, table=renamed.get(tp.link.table, tp.link.table))
+            out[name] = replace(tp, link=link, unit_root=renamed.get(tp.unit_root or "", tp.unit_root))
+    return out
+
+
 def check_link_columns(tp: "TablePolicy", have: t.Mapping[str, str], target_have: t.Mapping[str, str] | None) -> None:
     """Refuse a link whose column (or target column) the tables do not have."""
     from dpsql.errors import did_you_mean

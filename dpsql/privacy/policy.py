@@ -22,6 +22,9 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     max_rows_per_unit = 5                # k: at most 5 rows per patient (enforced in SQL)
     max_groups_per_unit = 3              # g (optional): in a GROUP BY, at most 3 groups per patient
     max_rows_per_group_per_unit = 2      # r (optional, needs g; default k): at most 2 rows in each
+    [tables.notes]
+    link = { visit_id = "visits.visit_id" }  # each note is a visit's, and so its patient's
+    max_rows_per_unit = 20               # notes per patient (dpsql.privacy.links)
     [tables.zips]
     public = true
     [tables."sales.orders"]               # a table of schema sales
@@ -73,7 +76,7 @@ from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
-from dpsql.privacy.links import Link, check_link_columns, resolve_links, table_link
+from dpsql.privacy.links import Link, check_link_columns, renamed_links, resolve_links, table_link
 from dpsql.privacy.smartnoise import from_smartnoise, looks_like_smartnoise
 
 NEIGHBOURING = ("add_remove", "replace")
@@ -223,6 +226,7 @@ class Policy:
                 raise PolicyError(f"tables.{key}: names the same table as tables.{was[new]} "
                                   f"(database {database} is the connection's own)")
             tables[new], was[new] = (tp if new == key else replace(tp, name=new)), key
+        tables.update(renamed_links(tables, {old: new for new, old in was.items()}))
         return moved
 
     @property
