@@ -200,6 +200,8 @@ BRUTE = {
                             "ON l_orderkey = o_orderkey GROUP BY o_orderstatus WITH (epsilon = 1, keys = ['F', 'O'])",
     "orders join customer": "SELECT DP_SUM(c_acctbal) FROM orders JOIN customer ON o_custkey = c_custkey "
                             "WITH (epsilon = 1)",
+    "per-customer subquery": "SELECT DP_MEAN(n, 0, 4) FROM (SELECT o_custkey, count(*) AS n FROM orders "
+                             "GROUP BY o_custkey) WITH (epsilon = 1)",
     "three tables and nation": "SELECT n_name, DP_COUNT(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
                                "JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey "
                                "GROUP BY n_name WITH (epsilon = 1, keys = ['FRANCE', 'GERMANY'])",

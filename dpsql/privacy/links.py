@@ -42,6 +42,15 @@ Why the smallest unit, and why orphans are dropped (the neighbouring relation)
     both neighbours, but it would add an arbitrary k of them to every answer; dropping them is
     the same privacy and says plainly that they are not counted.
 
+Guarantee: with every linked table's rows truncated per unit as below, each released statistic
+is (ε, δ)-DP under add/remove of one unit's attributed rows in every table, with the
+sensitivities of :mod:`dpsql.privacy.units`: the truncated rows of a neighbour differ from the
+data's in that unit's rows only. The idea of declaring a foreign-key path to the privacy unit is
+cwida/privacy's ``PRIVACY_LINK`` (a DuckDB extension); per-unit bounds over the rows a unit
+reaches are Tumult's AddRowsWithID/MaxRowsPerID (seed 004) and Wilson et al., "Differentially
+Private SQL with Bounded User Contribution" (PoPETs 2020). The attribution rule (the smallest
+unit), the orphan rule and their argument are dpsql's own.
+
 The rows are bounded per unit: each linked table's ``max_rows_per_unit`` is rows of that table
 per unit (200 line items per customer, not per order), enforced by the same truncation as an
 id unit's (:mod:`dpsql.privacy.units`).

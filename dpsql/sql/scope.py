@@ -209,7 +209,7 @@ def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | Non
     # The row hash stays HASH(__t): the link joins add only (key, unit), a function of the row
     # and the policy's link, which the truncation partitions by already.
     rel.steps = list(found.steps)
-    rel.joined = True
+    rel.joined = bool(found.joins)  # a link to the unit column itself joins nothing
     return rel
 
 
@@ -370,7 +370,8 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     if inner.unit is None:
         _refuse(f"{where_} may only transform rows (no GROUP BY) before the DP aggregates: "
                 "its privacy unit is a row")
-    if inner.table.link is not None:
+    if inner.table.link is not None and (inner.joins or inner.unit is None or
+                                         inner.unit.sql(dialect="duckdb") != f'"{BASE}"."{inner.table.link.column}"'):
         _refuse(f"{where_} may not GROUP BY: its unit {inner.table.privacy_unit} is reached through the link "
                 f"{inner.table.link}, not a column of {table}; aggregate {table}'s rows directly")
     if inner.per_unit:
