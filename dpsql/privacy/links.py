@@ -63,8 +63,8 @@ from dataclasses import dataclass, replace
 
 from dpsql.errors import PolicyError
 
-if t.TYPE_CHECKING:
-    from dpsql.privacy.policy import TablePolicy
+#: a :class:`dpsql.privacy.policy.TablePolicy` (not imported: the policy module imports this one)
+TablePolicy = t.Any
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def table_link(where: str, spec: dict[str, t.Any]) -> Link | None:
     return link
 
 
-def resolve_links(tables: dict[str, "TablePolicy"]) -> dict[str, "TablePolicy"]:
+def resolve_links(tables: dict[str, TablePolicy]) -> dict[str, TablePolicy]:
     """``tables`` with every linked table's unit found (its ``unit_root`` and ``privacy_unit``:
     the unit table its links reach and that table's unit column); PolicyError, one line naming
     the key, for a link to an unknown, public or row-unit table, or a cycle."""
@@ -131,7 +131,7 @@ def resolve_links(tables: dict[str, "TablePolicy"]) -> dict[str, "TablePolicy"]:
     return out
 
 
-def _root(tables: dict[str, "TablePolicy"], name: str) -> "TablePolicy":
+def _root(tables: dict[str, TablePolicy], name: str) -> TablePolicy:
     """The unit table that ``name``'s links reach."""
     seen = [name]
     tp = tables[name]
@@ -157,7 +157,7 @@ def _root(tables: dict[str, "TablePolicy"], name: str) -> "TablePolicy":
     return tp
 
 
-def renamed_links(tables: dict[str, "TablePolicy"], renamed: t.Mapping[str, str]) -> dict[str, "TablePolicy"]:
+def renamed_links(tables: dict[str, TablePolicy], renamed: t.Mapping[str, str]) -> dict[str, TablePolicy]:
     """The linked tables of ``tables`` with their links and unit roots under the new keys of
     ``renamed`` (old key -> new key: ``db.main.t`` is ``t`` once ``db`` is the connection's)."""
     out = {}
@@ -168,7 +168,7 @@ def renamed_links(tables: dict[str, "TablePolicy"], renamed: t.Mapping[str, str]
     return out
 
 
-def check_link_columns(tp: "TablePolicy", have: t.Mapping[str, str], target_have: t.Mapping[str, str] | None) -> None:
+def check_link_columns(tp: TablePolicy, have: t.Mapping[str, str], target_have: t.Mapping[str, str] | None) -> None:
     """Refuse a link whose column (or target column) the tables do not have."""
     from dpsql.errors import did_you_mean
 
