@@ -343,3 +343,61 @@ def test_links_follow_their_target_when_the_connections_own_database_is_named_in
                         DATA) == {(): {"DP_COUNT(*) n": 14}}
     finally:
         con.close()
+
+
+# -- a chain whose every link needs a join: notes → lineitem.l_orderkey → orders.o_orderkey -----
+
+def _chain_connect(data: dict, k: int) -> tuple[t.Any, dict]:
+    from tests.links_fixture import load
+
+    pol = policy(lineitem=100)
+    pol["tables"]["notes"] = {"link": {"n_orderkey": "lineitem.l_orderkey"}, "max_rows_per_unit": k}
+
+    def setup(con: t.Any) -> None:
+        load(con, data)
+        con.execute("CREATE TABLE notes (n_orderkey BIGINT, n_len INTEGER)")
+        if data["notes"]:
+            con.executemany("INSERT INTO notes VALUES (?, ?)", data["notes"])
+
+    return dpsql.connect(":memory:", pol, setup=setup), pol
+
+
+def _chain_released(prepared: t.Any, data: dict) -> dict:
+    import duckdb
+
+    from tests.links_fixture import load
+
+    raw = duckdb.connect()
+    load(raw, data)
+    raw.execute("CREATE TABLE notes (n_orderkey BIGINT, n_len INTEGER)")
+    if data["notes"]:
+        raw.executemany("INSERT INTO notes VALUES (?, ?)", data["notes"])
+    (row,) = raw.execute(prepared.sql.replace('"memory"."main".', "")).fetchall()
+    return {"n": row[0]}
+
+
+def test_a_chain_of_joined_links_attributes_as_the_oracle_and_one_customer_moves_it_at_most_k() -> None:
+    from dpsql.admin.bruteforce_links import Link
+
+    links = {**LINKS, "notes": Link("n_orderkey", "lineitem", "l_orderkey")}
+    rng = random.Random(7)
+    worst = 0.0
+    for trial in range(10):
+        data = random_data(rng) if trial else dict(DATA)
+        data["notes"] = [(rng.choice([100, 101, 200, 300, 10, 11, 12, 13, None]), 1) for _ in range(rng.randint(0, 6))]
+        con, _ = _chain_connect(data, 2)
+        prepared = con.prepare("SELECT DP_COUNT(*) FROM notes WITH (epsilon = 1)")
+        exact = con.prepare("SELECT DP_COUNT(*) FROM notes WITH (epsilon = 1, max_rows_per_unit = 100)")
+        con.close()
+        tables = {**as_dicts({k: v for k, v in data.items() if k != "notes"}),
+                  "notes": [{"n_orderkey": r[0], "n_len": r[1]} for r in data["notes"]]}
+        owners = attribute(tables, UNITS, links)
+        assert _chain_released(exact, data)["n"] == sum(u is not ORPHAN for u in owners["notes"])
+        before = _chain_released(prepared, data)["n"]
+        for _, y in unit_neighbours(tables, UNITS, links):
+            ydata = {**as_rows({k: v for k, v in y.items() if k != "notes"}),
+                     "notes": [(r["n_orderkey"], r["n_len"]) for r in y["notes"]]}
+            moved = abs(before - _chain_released(prepared, ydata)["n"])
+            assert moved <= 2, (moved, data)
+            worst = max(worst, moved)
+    assert worst == 2
