@@ -296,7 +296,7 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
             on = f"{on} AND {_sql(total(rel.unit))} = {name}.{LINKED_UNIT}"  # type: ignore[arg-type]
         else:
             _equates_units(rel, left, tp, pairs)
-        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {_private_side(right, table, bool(linked))} "
+        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {_private_side(right, qualified(tp, jc.database), bool(linked))} "
                          f"AS {name} ON {on}")
         how = (f"along the link {linked}: the ON adds the equality of the units, so each joined row is one "
                "person's" if linked else f"on the privacy unit {left.unit_name or left.privacy_unit}")
@@ -344,15 +344,19 @@ def _keep(strategy: Truncation, keys: str) -> str:
 LINKED_UNIT = "__lu"
 
 
-def _private_side(right: Relation, table: str, linked: bool) -> str:
-    """The joined private table's rows after its WHEREs; with links, with its unit ``__lu``
-    (its link joins inside: they reach the unit and never multiply a row)."""
-    where = " WHERE " + " AND ".join(_sql(total(w)) for w in right.where) if right.where else ""
-    if not linked:
-        return f"(SELECT * FROM {table} AS {BASE}{where})"
-    assert right.unit is not None
-    return (f"(SELECT {BASE}.*, {_sql(total(right.unit))} AS {LINKED_UNIT} FROM {table} AS {BASE} "
-            f"{' '.join(right.joins)}{where})")
+def _private_side(right: Relation, table: exp.Table, linked: bool) -> str:
+    """The joined private table's rows after its WHEREs, as SQL; with links, with its unit
+    ``__lu`` (its link joins inside: they reach the unit and never multiply a row)."""
+    side = exp.select(exp.Star()).from_(exp.alias_(table, BASE, table=True))
+    if linked:
+        assert right.unit is not None
+        side = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(BASE)),
+                          exp.alias_(total(right.unit), LINKED_UNIT)).from_(exp.alias_(table, BASE, table=True))
+        for join in right.joins:
+            side = side.join(join, dialect="duckdb")
+    for w in right.where:
+        side = side.where(total(w))
+    return _sql(exp.Subquery(this=side))
 
 
 def _root(tp: TablePolicy) -> str:
