@@ -22,6 +22,9 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     max_rows_per_unit = 5                # k: at most 5 rows per patient (enforced in SQL)
     max_groups_per_unit = 3              # g (optional): in a GROUP BY, at most 3 groups per patient
     max_rows_per_group_per_unit = 2      # r (optional, needs g; default k): at most 2 rows in each
+    [tables.notes]
+    link = { visit_id = "visits.visit_id" }  # each note is a visit's, and so its patient's
+    max_rows_per_unit = 20               # notes per patient (dpsql.privacy.links)
     [tables.zips]
     public = true
     [tables."sales.orders"]               # a table of schema sales
@@ -75,6 +78,7 @@ from dpsql.privacy.datebounds import date_bounds
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
+from dpsql.privacy.links import Link, check_link_columns, renamed_links, resolve_links, table_link
 from dpsql.privacy.smartnoise import from_smartnoise, looks_like_smartnoise
 
 NEIGHBOURING = ("add_remove", "replace")
@@ -121,6 +125,10 @@ class TablePolicy:
     join_truncation: Truncation | None = None
     #: data files (paths or globs, absolute) dpsql opens as this table; empty: a table of the database
     source: tuple[str, ...] = ()
+    #: the row of another table each row belongs to (dpsql.privacy.links); ``privacy_unit`` is
+    #: then the unit column of ``unit_root``, the unit table the links reach
+    link: Link | None = None
+    unit_root: str | None = None
 
     def column(self, name: str) -> ColumnPolicy:
         return self.columns.get(name.lower(), ColumnPolicy())
@@ -222,6 +230,7 @@ class Policy:
                 raise PolicyError(f"tables.{key}: names the same table as tables.{was[new]} "
                                   f"(database {database} is the connection's own)")
             tables[new], was[new] = (tp if new == key else replace(tp, name=new)), key
+        tables.update(renamed_links(tables, {old: new for new, old in was.items()}))
         return moved
 
     @property
@@ -246,7 +255,9 @@ def check_against_catalog(policy: Policy, columns: t.Callable[[str], "dict[str, 
         have = columns(name)
         if have is None:
             continue
-        if tp.privacy_unit != "row" and tp.privacy_unit not in have:
+        if tp.link is not None:
+            check_link_columns(tp, have, columns(tp.link.table))
+        elif tp.privacy_unit != "row" and tp.privacy_unit not in have:
             raise PolicyError(
                 f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
                 f"{did_you_mean(tp.privacy_unit, have, exact=True)}"
@@ -314,7 +325,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
     unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "source", "unit_name",
-                           "join_truncation"}
+                           "join_truncation", "link"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     parts = name.split(".")
@@ -326,6 +337,9 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     unit = spec.get("privacy_unit", "row")
     if not isinstance(unit, str) or not unit:
         raise PolicyError(f"{where}.privacy_unit must be 'row' or a column name")
+    link = table_link(where, spec)
+    if link is not None:
+        unit = link.column  # an id unit (found through the link: dpsql.privacy.links)
     for bound in UNIT_BOUNDS:
         value = spec.get(bound, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -372,7 +386,9 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
         columns=columns,
         unit_name=unit_name.strip().lower() if unit_name else None,
         join_truncation=truncation,
+        link=link,
     )
+
 
 
 def _budget(spec: t.Any) -> tuple[Budget, str | None]:
@@ -429,6 +445,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
             raise PolicyError(f"tables.{n}: a table with a source is opened in the connection's own "
                               "database; name it table or schema.table")
         tables[tp.name] = tp
+    tables = resolve_links(tables)
     attach = _attach(data.get("attach", {}), base)
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
