@@ -385,6 +385,9 @@ class _QuantilePrepared(Prepared):
         assert v is not None
         return build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
 
+    def value_counts(self) -> str | None:
+        return self.column if self.histogram else None
+
     def order_subquery(self, values: build.Values) -> exp.Select:
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
         return raw_select(sql, [*values.keys, self.column])
