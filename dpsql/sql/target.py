@@ -289,8 +289,9 @@ class SparkTarget(Target):
 
     def _range(self, node: exp.Table, fn: exp.Expression) -> exp.Expression:
         start, end = fn.args.get("start"), fn.args["end"]
-        bounds = ", ".join(b.sql(dialect="spark") for b in (start, end) if b is not None)
-        inner = sqlglot.parse_one(f"SELECT id AS `range` FROM range({bounds})", read="spark")
+        series = exp.Anonymous(this="range", expressions=[b.copy() for b in (start, end) if b is not None])
+        inner = exp.Select(expressions=[exp.Alias(this=exp.column("id"), alias=exp.to_identifier("range", quoted=True))])
+        inner.set("from_", exp.From(this=exp.Table(this=series)))
         alias = node.args.get("alias")
         sub = exp.Subquery(this=inner)
         sub.set("alias", exp.TableAlias(this=exp.to_identifier(alias.name if alias else "__range")))
