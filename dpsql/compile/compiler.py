@@ -146,15 +146,13 @@ class Compiler:
         return tree.sql(dialect=self.dialect)
 
     def standalone(self, compiled: Compiled, keys: KeyDomain) -> str:
-        """The statement with the domain handed over as data written in as ``VALUES``."""
-        node = compiled.domain_table
-        assert node is not None
-        rows = domain.values(zip(*keys.texts), len(keys.types), build.DOMAIN)
-        node.replace(rows)
-        try:
-            return self.sql(compiled.tree)
-        finally:
-            rows.replace(node)
+        """The statement with the domain handed over as data written in as ``VALUES`` (on a
+        copy of the tree: a prepared statement may be shared by threads)."""
+        assert compiled.domain_table is not None
+        tree = compiled.tree.copy()
+        node = next(n for n in tree.find_all(exp.Table) if n.name == compiled.domain_table.name)
+        node.replace(domain.values(zip(*keys.texts), len(keys.types), compiled.domain_table.name))
+        return self.sql(tree)
 
 
 #: compiler classes by target name (:func:`register`)

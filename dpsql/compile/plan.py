@@ -27,6 +27,7 @@ from dpsql.sql import build
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.fixed import FixedPoint
+    from dpsql.privacy.units import UnitBounds
 
 
 class KeyDomain(t.Protocol):
@@ -94,6 +95,13 @@ class Truncation:
     @property
     def by_groups(self) -> bool:
         return self.max_groups is not None and bool(self.keys)
+
+    @classmethod
+    def of(cls, units: "UnitBounds", keys: t.Sequence[str]) -> "Truncation":
+        """The bounds in force for an id unit, over the group ``keys`` (used only with g)."""
+        g, r = units.max_groups, units.max_rows_per_group
+        return cls(int(units.max_rows), None if g is None else int(g), None if r is None else int(r),
+                   tuple(keys) if g is not None else ())
 
 
 @dataclass(frozen=True)

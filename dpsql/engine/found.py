@@ -110,9 +110,7 @@ def _source(plan: "Plan") -> Source:
         assert bound.unit is not None and units is not None
         if units.by_groups:  # the truncation keeps g groups per unit: it needs the keys
             grouped = tuple(Column(k, total(g)) for k, g in zip(keys, bound.group_by))
-        truncation = Truncation(int(units.max_rows), units.max_groups and int(units.max_groups),
-                                units.max_rows_per_group and int(units.max_rows_per_group),
-                                tuple(keys) if units.by_groups else ())
+        truncation = Truncation.of(units, keys if units.by_groups else ())
     assert bound.relation is not None
     return Source(Relation(bound.relation, tuple(bound.joins), bound.from_sql),
                   where=tuple(total(w) for w in bound.where), keys=grouped, values=tuple(values),

@@ -175,9 +175,7 @@ def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
     truncation = None
     if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit
         assert units is not None
-        truncation = Truncation(int(units.max_rows), units.max_groups and int(units.max_groups),
-                                units.max_rows_per_group and int(units.max_rows_per_group),
-                                keys if units.max_groups is not None else ())
+        truncation = Truncation.of(units, keys)
     assert bound.relation is not None
     return Source(
         relation=Relation(bound.relation, tuple(bound.joins), bound.from_sql),
