@@ -2,7 +2,7 @@
 
 A mechanism of order statistics (:meth:`dpsql.mechanisms.base.Prepared.order_values`)
 aggregates the rows into a histogram per group and bucket anyway. When every statistic is
-``COUNT(*)`` or ``COUNT(v)`` of that aggregate's value ``v`` (:func:`dpsql.compile.plan._shared`),
+``COUNT(*)`` or ``COUNT(v)`` of that aggregate's value ``v`` (``dpsql.engine.rewrite``),
 the same histogram with the rows whose value is NULL in a bucket of their own holds them all
 as sums, and the statistics are one aggregate of the rows, not two: ``COUNT(*)`` is the sum of
 every bucket's count ``__c``, ``COUNT(v)`` that of the non-NULL buckets (:func:`counted`).

@@ -80,6 +80,8 @@ def _template() -> exp.Select:
     for c in list(tree.find_all(exp.Column)):
         if c.name in constants:
             c.replace(constants[c.name].copy())
+    for log in list(tree.find_all(exp.Log)):  # LOG2(x) as written (sqlglot reads it as LOG(2, x))
+        log.replace(exp.Anonymous(this="LOG2", expressions=[log.expression]))
     assert isinstance(tree, exp.Select)
     return tree
 

@@ -112,7 +112,7 @@ class Rewritten:
 
 def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     """The statistics statement of ``plan`` as ``target`` runs it: the typed statement
-    (:func:`dpsql.compile.plan.statement`) compiled by the target's compiler
+    (:func:`statement`) compiled by the target's compiler
     (:mod:`dpsql.compile`) into one tree, serialised once."""
     comp = compiler(target)
     st = statement(plan, target.shared_histogram)
