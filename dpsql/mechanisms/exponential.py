@@ -254,6 +254,8 @@ def rank_error(eps_prime: float, lower: float, upper: float, confidence: float, 
 
 
 # -- SQL ---------------------------------------------------------------------------------------
+# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the
+# note there): carried verbatim on DuckDB, parsed once by Spark's compiler.
 
 
 def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> str:

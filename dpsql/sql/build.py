@@ -172,6 +172,12 @@ UP_TO_HERE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
 
 # -- order statistics ----------------------------------------------------------------------------
 
+# Still text, on purpose for now: a mechanism's per-group subquery is one template (the CTEs of
+# its order statistics or chunks), carried into the statement as one node
+# (:func:`dpsql.mechanisms.base.raw_select`) and printed as it is, so that no plan parses or
+# prints it on DuckDB; Spark's compiler parses it once (:mod:`dpsql.compile.spark`). Building
+# these as trees from prepared templates is the next step of the typed statement.
+
 #: Buckets of the order-statistics histogram (a power of two: a cheap hash aggregate, and few
 #: distinct values per bucket). They decide only which rows the second pass reads.
 BUCKETS = 1 << 12
