@@ -100,6 +100,8 @@ _TRY_ARITHMETIC = {
     exp.Mod: "TRY_MOD",
 }
 _WIDE = (exp.DataType.Type.INT128, exp.DataType.Type.UINT128)
+#: Spark's type of an exact sum of integers (built once: the builder parses its text)
+_DECIMAL_38 = exp.DataType.build("DECIMAL(38, 0)")
 
 
 def _fn(name: str, *args: exp.Expression) -> exp.Anonymous:
@@ -170,7 +172,7 @@ class SparkTarget(Target):
         if _is_hash(node):
             return self.row_hash(node)
         if isinstance(node, exp.DataType) and node.this in _WIDE:
-            return exp.DataType.build("DECIMAL(38, 0)")
+            return _DECIMAL_38.copy()
         if isinstance(node, exp.Sum) and isinstance(node.this, exp.Cast) and node.this.to.this == exp.DataType.Type.BIGINT:
             return self.exact_sum(node)
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
@@ -194,7 +196,7 @@ class SparkTarget(Target):
         overflow. Every such sum dpsql writes stays below 2^126 < 10^38
         (:mod:`dpsql.mechanisms.fixed`)."""
         cast = node.this.copy()
-        cast.set("to", exp.DataType.build("DECIMAL(38, 0)"))
+        cast.set("to", _DECIMAL_38.copy())
         return exp.Sum(this=cast)
 
     def total(self, node: exp.Expression) -> exp.Expression:
