@@ -60,7 +60,8 @@ class Compiler:
     def compile(self, st: Statement) -> Compiled:
         """The tree of ``st`` (``st`` built with ``target.shared_histogram``)."""
         values = source.named(st.source, self)
-        if self.single_select and not (st.keys or st.subqueries or st.histogram or st.domain is not None):
+        if self.single_select and self.target.single_select \
+                and not (st.keys or st.subqueries or st.histogram or st.domain is not None):
             return Compiled(self.finish(self.single(st, values)))
         rows = source.source(st.source, self, values)
         ctes = [self.cte(build.SRC, rows, materialized=None if st.histogram is None or not st.histogram.separate
