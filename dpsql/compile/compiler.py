@@ -120,6 +120,10 @@ class Compiler:
         """The hash of the whole rows of the FROM items ``aliases``: ``HASH(__t, ...)``."""
         return fn("HASH", *(col(a) for a in aliases))
 
+    def log2(self, x: exp.Expression) -> exp.Expression:
+        """log2 of ``x`` as the engine computes it (the bounds search corrects its rounding)."""
+        return fn("LOG2", x)
+
     def truncated(self, rows: exp.Select, cut: Truncation) -> exp.Select:
         """:func:`dpsql.compile.truncate.truncate` (QUALIFY)."""
         return truncate.truncate(rows, cut)
@@ -143,8 +147,10 @@ class Compiler:
     # -- text -------------------------------------------------------------------------------------
 
     def sql(self, tree: exp.Expression) -> str:
-        """The statement's text (the one serialisation of the tree)."""
-        return tree.sql(dialect=self.dialect)
+        """The statement's text (the one serialisation of the tree). The tree is the compiler's
+        own, built for this statement: sqlglot need not copy it first (most of the time of
+        printing it)."""
+        return tree.sql(dialect=self.dialect, copy=False)
 
     def standalone(self, compiled: Compiled, keys: KeyDomain) -> str:
         """The statement with the domain handed over as data written in as ``VALUES`` (on a

@@ -80,6 +80,10 @@ class SparkCompiler(Compiler):
         DuckDB's CAST does; Spark's CAST truncates."""
         return exp.Cast(this=fn("RINT", x), to=_BIGINT.copy())
 
+    def log2(self, x: exp.Expression) -> exp.Expression:
+        """``LOG(2, x)``: ln x / ln 2, as the bounds search has always read it on Spark."""
+        return exp.Log(this=exp.Literal.number(2), expression=x)
+
     def truncated(self, rows: exp.Select, cut: Truncation) -> exp.Select:
         """The truncation without QUALIFY (Spark's refuses the ``alias.*`` of a row hash)."""
         return joins.qualify(truncate(rows, cut))
@@ -120,7 +124,7 @@ class SparkCompiler(Compiler):
         return SPARK.tree(tree)
 
     def sql(self, tree: exp.Expression) -> str:
-        return tree.sql(dialect=SparkSQL)
+        return tree.sql(dialect=SparkSQL, copy=False)
 
     # -- Spark's own forms ------------------------------------------------------------------------
 

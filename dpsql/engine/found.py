@@ -30,7 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpsql.compile import source as source_rule
-from dpsql.compile.compiler import compiler
+from dpsql.compile.compiler import Compiler, compiler
 from dpsql.compile.nodes import name, number
 from dpsql.compile.plan import Column, Relation, Source, Truncation
 from dpsql.engine.rewrite import rewrite
@@ -80,20 +80,21 @@ def _template() -> exp.Select:
     for c in list(tree.find_all(exp.Column)):
         if c.name in constants:
             c.replace(constants[c.name].copy())
-    for log in list(tree.find_all(exp.Log)):  # LOG2(x) as written (sqlglot reads it as LOG(2, x))
-        log.replace(exp.Anonymous(this="LOG2", expressions=[log.expression]))
     assert isinstance(tree, exp.Select)
     return tree
 
 
-def _bins(index: int, value: str) -> exp.Select:
-    """The bins of one search: :func:`_template` for aggregate ``index`` and value column ``value``."""
+def _bins(index: int, value: str, comp: Compiler) -> exp.Select:
+    """The bins of one search: :func:`_template` for aggregate ``index`` and value column
+    ``value``, with the engine's base-2 logarithm (sqlglot reads ``LOG2(x)`` as ``LOG(2, x)``)."""
     tree = _template().copy()
     for c in list(tree.find_all(exp.Column)):
         if c.name == "__i":
             c.replace(number(index))
         elif c.name == "__v":
             c.set("this", name(value))
+    for log in list(tree.find_all(exp.Log)):
+        log.replace(comp.log2(log.expression))
     return tree
 
 
@@ -126,7 +127,7 @@ def statement(plan: "Plan", target: Target | None = None) -> str:
         raise InternalError("the plan has no bounds to find")
     comp = compiler(target or DUCKDB)
     rows = source_rule.source(_source(plan), comp)
-    parts = [_bins(s.index, build.value(s.index)) for s in plan.searches]
+    parts = [_bins(s.index, build.value(s.index), comp) for s in plan.searches]
     tree: exp.Expression = parts[0]
     for part in parts[1:]:
         tree = exp.Union(this=tree, expression=part, distinct=False)
