@@ -9,7 +9,7 @@ two keys that become one (DuckDB would put them in one group, released and charg
 shown twice with fresh noise). Only the query and the policy are read.
 
 :class:`KeyDomain` keeps DuckDB's text of every typed part. The DuckDB statement reads those
-texts as a table and casts them back to the group types (:func:`dpsql.sql.build.typed_keys`),
+texts as a table and casts them back to the group types (:func:`dpsql.compile.domain.typed_keys`),
 so a public key has exactly the type a τ-selected key has. The table reaches DuckDB as Arrow
 data, not as SQL text: as a ``VALUES`` list, 100,000 keys took DuckDB 0.9 s to parse and
 plan. Spark's statement has the domain as a ``VALUES`` list of literals instead (its target

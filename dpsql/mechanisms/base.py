@@ -204,6 +204,12 @@ class Prepared(abc.ABC):
         :meth:`order_subquery` for the subquery over it."""
         return None
 
+    def value_counts(self) -> str | None:
+        """The column of :meth:`subquery` that holds the histogram of the value column as a
+        list ``[{v, c}]`` of every distinct non-NULL value and its count, when it returns one
+        (an engine may then read ``COUNT(v)`` from it rather than aggregate the rows again)."""
+        return None
+
     def order_subquery(self, values: "Values") -> exp.Select:
         """:meth:`subquery` over ``values`` (from :meth:`order_values`, perhaps with
         ``histogram`` set: the histogram is then read from that CTE)."""
