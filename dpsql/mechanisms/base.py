@@ -62,7 +62,7 @@ from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.fixed import FixedPoint
-    from dpsql.privacy.noise import NoiseSource
+    from dpsql.privacy.noise import Column, NoiseSource
     from dpsql.sql.bind import BoundAggregate
     from dpsql.sql.options import Options
 
@@ -137,7 +137,7 @@ class NoisyPart:
             return int(round(noise.gaussian(float(value), self.scale)))  # post-processing
         return noise.gaussian(float(value), self.scale)
 
-    def add_many(self, values: t.Sequence[float], noise: "NoiseSource") -> list[float]:
+    def add_many(self, values: "Column", noise: "NoiseSource") -> "Column":
         """:meth:`add` for many groups at once (one sampler call per part, not per group)."""
         if self.kind == "laplace":
             return noise.add_many("laplace_int" if self.integer else "laplace", values, self.scale)
