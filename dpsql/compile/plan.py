@@ -34,9 +34,14 @@ class KeyDomain(t.Protocol):
     """A public key domain (:class:`dpsql.engine.keys.KeyDomain`): the DuckDB type of each key
     part, each key as a ``VALUES`` list writes it, and DuckDB's text of every part."""
 
-    types: tuple[str, ...]
-    rows: tuple[tuple[t.Any, ...], ...]
-    texts: tuple[tuple[str | None, ...], ...]
+    @property
+    def types(self) -> tuple[str, ...]: ...
+
+    @property
+    def rows(self) -> tuple[tuple[t.Any, ...], ...]: ...
+
+    @property
+    def texts(self) -> tuple[tuple[str | None, ...], ...]: ...
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,8 @@ def _plain(value: t.Any) -> bool:
 @functools.cache
 def _histogram_count() -> exp.Expression:
     """The sum of the counts ``c`` of a list ``[{v, c}]`` (0 for an empty or NULL list)."""
-    return sqlglot.parse_one("COALESCE(AGGREGATE(__sq.__col, CAST(0 AS BIGINT), (__a, __e) -> __a + __e.c), 0)",
-                             read="duckdb")
+    return t.cast(exp.Expression, sqlglot.parse_one(
+        "COALESCE(AGGREGATE(__sq.__col, CAST(0 AS BIGINT), (__a, __e) -> __a + __e.c), 0)", read="duckdb"))
 
 
 @register("spark")
@@ -114,7 +114,7 @@ class SparkCompiler(Compiler):
         select = sq.select.copy()
         for node in list(select.find_all(exp.Table)):
             if isinstance(node.this, exp.Var):
-                inner = sqlglot.parse_one(node.this.name.strip()[1:-1], read="duckdb")
+                inner = t.cast(exp.Expression, sqlglot.parse_one(node.this.name.strip()[1:-1], read="duckdb"))
                 node.replace(subquery(inner, node.alias or build.RAW))
         for with_ in list(select.find_all(exp.With)):
             self.value_histogram(with_)
@@ -145,7 +145,7 @@ class SparkCompiler(Compiler):
                 return None
             sq = lists[arg.name]
             total = _histogram_count().copy()
-            total.find(exp.Column).replace(col(t.cast(str, sq.value_counts), sq.alias))
+            t.cast(exp.Column, total.find(exp.Column)).replace(col(t.cast(str, sq.value_counts), sq.alias))
             counts.append(alias(total, s.column))
         rows = self.cte(build.SRC, self.rows(st))
         every = [exp.Column(this=exp.Star(), table=name(sq.alias)) for sq in st.subqueries]

@@ -61,7 +61,7 @@ def truncate(rows: exp.Select, cut: Truncation) -> exp.Select:
         rank = exp.Add(this=exp.Sub(this=_window("ROW_NUMBER", [*groups, col(build.ROW_HASH)]),
                                     expression=_window("RANK", [g.copy() for g in groups])),
                        expression=number(1))
-        keep = exp.And(this=_within(col(build.ROW_IN_GROUP), cut.max_rows_per_group),
+        keep: exp.Expression = exp.And(this=_within(col(build.ROW_IN_GROUP), cut.max_rows_per_group),
                        expression=_within(_window("DENSE_RANK", [g.copy() for g in groups]), cut.max_groups))
         projections = [star(exclude=[build.ROW_HASH]), alias(rank, build.ROW_IN_GROUP)]
     else:

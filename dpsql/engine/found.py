@@ -108,7 +108,8 @@ def _source(plan: "Plan") -> Source:
     double = exp.DataType(this=exp.DataType.Type.DOUBLE)
     values = [Column(build.value(p.agg.index), exp.TryCast(this=total(p.agg.arg), to=double.copy()))
               for p in plan.prepared if p.agg.index in searched and p.agg.arg is not None]
-    grouped, truncation = (), None
+    grouped: tuple[Column, ...] = ()
+    truncation = None
     if by_id:
         assert bound.unit is not None and units is not None
         if units.by_groups:  # the truncation keeps g groups per unit: it needs the keys

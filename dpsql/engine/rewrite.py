@@ -119,8 +119,8 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     compiled = comp.compile(st)
     out = Rewritten(statement=comp.sql(compiled.tree), keys=list(st.keys), columns=dict(st.columns),
                     key_selection_column=st.key_selection_column, compiled=compiled, compiler=comp)
-    if compiled.domain_table is not None and st.domain is not None:
-        out.tables[compiled.domain_table.name] = st.domain
+    if compiled.domain_table is not None and plan.public_keys is not None:  # st.domain is this domain
+        out.tables[compiled.domain_table.name] = plan.public_keys
     return out
 
 
@@ -242,6 +242,7 @@ def _subqueries(plan: Plan, keys: tuple[str, ...], shared: tuple["Prepared", bui
     for prep in plan.prepared:
         i = prep.agg.index
         v = build.value(i)
+        q: exp.Select | None
         if shared is not None and shared[0] is prep:
             q = prep.order_subquery(replace(shared[1], histogram=build.HIST))
         else:
