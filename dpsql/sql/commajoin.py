@@ -11,8 +11,8 @@ refusals apply.
 
 It moves only what it is sure of. The rewrite applies when every join of the FROM is a comma
 join of a table by its name, and moves only equalities of two plain columns whose tables are
-known (qualified by an alias, or a name only one of the tables has, per the catalog). The
-first private table is read first (inner joins commute); each further table is joined on the
+known (qualified by an alias, or a name only one of the tables has, per the catalog). A
+private table that no other one of the FROM links to is read first (inner joins commute); each further table is joined on the
 equalities that tie it to the tables already joined, taken in the written order among those
 that have one. A table with no such equality is left a comma join, and so refused as a
 CROSS JOIN, as before. A query whose projection has ``*`` (whose column order follows the FROM)
@@ -85,6 +85,8 @@ def _tables(items: list[exp.Table], declared: Declared, catalog: Catalog
     """Each table's columns by alias, and the aliases of the private ones; None to leave the query."""
     columns: dict[str, set[str]] = {}
     private: list[str] = []
+    targets: set[str] = set()
+    names_of: dict[str, str] = {}
     for item in items:
         alias = (item.alias_or_name or item.name).lower()
         try:
@@ -97,7 +99,12 @@ def _tables(items: list[exp.Table], declared: Declared, catalog: Catalog
         columns[alias] = {c.lower() for c in names}
         if not tp.public:
             private.append(alias)
-    return columns, private
+            targets.add(tp.link.table if tp.link is not None else "")
+            names_of[alias] = tp.name
+    # read first a private table no other one links to (lineitem before orders): its rows carry
+    # the finest grain, so its own bounds and keys apply
+    leaves = [a for a in private if names_of[a] not in targets]
+    return columns, leaves + [a for a in private if a not in leaves]
 
 
 def comma_joins(select: exp.Select, declared: Declared, catalog: Catalog) -> None:
