@@ -18,6 +18,11 @@ PAIRS = [
      "AND l_orderkey = o_orderkey AND c_nationkey = n_nationkey GROUP BY n_name ORDER BY n_name",
      "SELECT n_name, DP_SUM(l_quantity) FROM lineitem JOIN orders ON l_orderkey = o_orderkey JOIN customer ON "
      "c_custkey = o_custkey JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name ORDER BY n_name"),
+    # Q19's shape: the join equality repeated in every branch of an OR
+    ("SELECT DP_COUNT(*) FROM lineitem, orders WHERE (l_orderkey = o_orderkey AND l_quantity > 2) OR "
+     "(o_orderkey = l_orderkey AND o_totalprice > 50)",
+     "SELECT DP_COUNT(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey WHERE (l_quantity > 2) OR "
+     "(o_totalprice > 50)"),
 ]
 
 
@@ -43,6 +48,8 @@ def test_the_rewrite_is_the_join_in_the_rewritten_sql() -> None:
     ("SELECT DP_COUNT(*) FROM lineitem, orders WHERE l_orderkey = o_orderkey OR l_quantity > 0 WITH (epsilon = 1)",
      "CROSS JOIN"),
     ("SELECT DP_COUNT(*) FROM lineitem, orders WHERE l_quantity = o_orderkey WITH (epsilon = 1)", "orders"),
+    ("SELECT DP_COUNT(*) FROM lineitem, orders WHERE (l_orderkey = o_orderkey AND l_quantity > 2) OR l_quantity > 5 "
+     "WITH (epsilon = 1)", "CROSS JOIN"),
     ("SELECT DP_COUNT(*) FROM lineitem, orders JOIN customer ON o_custkey = c_custkey WHERE l_orderkey = o_orderkey "
      "WITH (epsilon = 1)", "CROSS JOIN"),
 ])

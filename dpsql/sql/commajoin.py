@@ -14,7 +14,9 @@ join of a table by its name, and moves only equalities of two plain columns whos
 known (qualified by an alias, or a name only one of the tables has, per the catalog). A
 private table that no other one of the FROM links to is read first (inner joins commute); each further table is joined on the
 equalities that tie it to the tables already joined, taken in the written order among those
-that have one. A table with no such equality is left a comma join, and so refused as a
+that have one. A join equality
+repeated in every branch of an OR (TPC-H Q19) is factored out first (``(A AND X) OR (A AND Y)``
+is ``A AND (X OR Y)`` in three-valued logic too). A table with no such equality is left a comma join, and so refused as a
 CROSS JOIN, as before. A query whose projection has ``*`` (whose column order follows the FROM)
 is left as written.
 """
@@ -80,6 +82,53 @@ def _pair(node: exp.Expression, columns: dict[str, set[str]]) -> tuple[str, str]
     return (a, b) if a is not None and b is not None and a != b else None
 
 
+def _and_terms(node: exp.Expression) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return list(node.flatten()) if isinstance(node, exp.And) else [node]
+
+
+def _same(a: exp.Expression, b: exp.Expression) -> bool:
+    """Whether two terms are one equality, either way round (``x = y``, ``y = x``)."""
+    def key(n: exp.Expression) -> tuple[str, ...]:
+        while isinstance(n, exp.Paren):
+            n = n.this
+        return tuple(sorted((n.this.sql(), n.expression.sql()))) if isinstance(n, exp.EQ) else (n.sql(),)
+    return key(a) == key(b)
+
+
+def _factor(term: exp.Expression, columns: dict[str, set[str]]) -> list[exp.Expression]:
+    """``(A AND X) OR (A AND Y)`` as ``A``, ``(X) OR (Y)`` when ``A`` is a join equality of every
+    branch (TPC-H Q19): AND distributes over OR in SQL's three-valued logic, so the rows kept
+    are the same; anything else is returned as it is.
+
+    >>> cols = {"a": {"x", "p"}, "b": {"y"}}
+    >>> t = exp.maybe_parse("(x = y AND p = 1) OR (x = y AND p = 2)")
+    >>> [c.sql() for c in _factor(t, cols)]
+    ['x = y', '(p = 1) OR (p = 2)']
+    >>> [c.sql() for c in _factor(exp.maybe_parse("(x = y AND p = 1) OR p = 2"), cols)]
+    ['(x = y AND p = 1) OR p = 2']
+    """
+    node = term
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Or):
+        return [term]
+    branches = [_and_terms(b) for b in node.flatten()]
+    common = [c for c in branches[0] if _pair(c, columns) is not None
+              and all(any(_same(o, c) for o in b) for b in branches[1:])]
+    if not common:
+        return [term]
+    rest = [[c for c in b if not any(_same(c, m) for m in common)] for b in branches]
+    if any(not b for b in rest):  # a branch that is the join equality alone: the OR is just it
+        return [c.copy() for c in common]
+    ors = [exp.Paren(this=exp.and_(*(c.copy() for c in b))) for b in rest]
+    out = ors[0]
+    for o in ors[1:]:
+        out = exp.Or(this=out, expression=o)
+    return [*(c.copy() for c in common), out]
+
+
 def _tables(items: list[exp.Table], declared: Declared, catalog: Catalog
             ) -> tuple[dict[str, set[str]], list[str]] | None:
     """Each table's columns by alias, and the aliases of the private ones; None to leave the query."""
@@ -132,7 +181,7 @@ def comma_joins(select: exp.Select, declared: Declared, catalog: Catalog) -> Non
         return
     columns, private = found
     by_alias = {(it.alias_or_name or it.name).lower(): it for it in items}
-    rest = _conjuncts(select.args.get("where"))
+    rest = [f for c in _conjuncts(select.args.get("where")) for f in _factor(c, columns)]
     placed, waiting = [private[0]], [a for a in by_alias if a != private[0]]
     new_joins: list[exp.Join] = []
     while waiting:
