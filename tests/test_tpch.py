@@ -67,6 +67,9 @@ class Refused:
     needs: tuple[str, ...] = ()
 
 
+#: queries whose only values are ratios of released ones (no interval claimed, not compared)
+RATIOS = (8, 14)
+
 #: an aggregate over private rows used as a filter or a table, not released
 NOT_RELEASED = r"subquer|WITH|CTE|not differentially private"
 
@@ -209,7 +212,8 @@ def test_official_query_answers_or_is_refused_in_one_line(
         assert res.fetchall() == exact_rows and tpch.ledger.spent() == before
         return
     widths = {name: res.intervals(name) for name in res.columns}
-    check_answer(res.columns, res.fetchall(), widths, exact_columns, exact_rows, expected.keys)
+    checked = check_answer(res.columns, res.fetchall(), widths, exact_columns, exact_rows, expected.keys)
+    assert checked or number in RATIOS, "no released value was compared with the exact answer"
     assert tpch.ledger.spent() != before
 
 
