@@ -223,6 +223,16 @@ def _linked_unit(inner: _Inner, rel: Relation, policy: Policy | None, catalog: C
     return joins, [*(_sql(w) for w in found.where), f"{_sql(found.unit)} = {_sql(rel.unit)}"]
 
 
+def _fix(inner: _Inner, rel: Relation) -> str:
+    """The correlation to add, for the refusal: along the inner table's link, or on the unit."""
+    link = inner.tp.link
+    if link is not None:
+        return f"{inner.alias}.{link.column} = {link.table}.{link.target}"
+    outer = rel.table
+    theirs = outer.link.column if outer.link is not None else outer.privacy_unit
+    return f"{inner.alias}.{inner.tp.privacy_unit} = {outer.name}.{theirs}"
+
+
 def _is_linked(inner: _Inner, rel: Relation) -> bool:
     return not inner.tp.public and (inner.tp.link is not None or rel.table.link is not None)
 
@@ -250,9 +260,9 @@ def _exists(node: exp.Exists, rel: Relation, declared: Declared, catalog: Catalo
     if not inner.tp.public:
         _same_unit(inner, rel, catalog)
         if not _correlated(inner, rel, where) and not (linked and _link_correlated(inner, rel, where)):
-            _refuse(f"EXISTS over private table {inner.tp.name} must be correlated on the privacy unit{' or a link key' if linked else ''}, so that "
-                    f"each row is tested against its own person's rows only: add {inner.alias}."
-                    f"{inner.tp.link.column if inner.tp.link else inner.tp.privacy_unit} = ... to its WHERE")
+            _refuse(f"EXISTS over private table {inner.tp.name} must be correlated on the privacy unit"
+                    f"{' or a link key' if linked else ''}, so that each row is tested against its own person's "
+                    f"rows only: add {_fix(inner, rel)} to its WHERE")
     joins, terms = _linked_unit(inner, rel, policy, catalog, database) if linked else ("", [])
     if where is not None:
         terms.append(_sql(inner.predicate(where, rel)))
