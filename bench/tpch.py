@@ -14,9 +14,8 @@ their ratio, and the accuracy of one release against the exact answer (the media
 released values of the relative error and of the relative 95% half-width). For a query that
 is refused: the one-line reason.
 
-While the policy does not parse (its ``link`` key comes with the links feature), the queries
-over public tables only (Q2, Q11, Q16) are measured with the policy's public tables, and every
-other query is reported with the policy's refusal.
+Should the policy not parse, the queries over public tables only (Q2, Q11, Q16) are measured
+with the policy's public tables, and every other query is reported with the policy's refusal.
 """
 
 from __future__ import annotations

@@ -473,4 +473,22 @@ def _group_exprs(select: exp.Select, rel: Relation) -> tuple[list[exp.Expression
             _refuse("cannot GROUP BY a DP aggregate")
         user.append(g)
         resolved.append(rel.substitute(g, "GROUP BY"))
+        _not_one_unit(g, resolved[-1], rel)
     return user, resolved
+
+
+def _not_one_unit(written: exp.Expression, key: exp.Expression, rel: Relation) -> None:
+    """Refuse, in a query over linked tables, a group key that is a private table's unit column
+    or link key: each group would hold one person's rows (or one order of one person), a list of
+    individuals, not a statistic (TPC-H Q3, Q10). Over a table with its own id unit, such a
+    GROUP BY stays as before (τ-thresholding releases no group of one person)."""
+    owner = rel.owner(key)
+    if owner is None or owner[0].public:
+        return
+    tp, column = owner
+    if tp.link is None and rel.table.link is None and not any(j.link for j in rel.joined_tables.values()):
+        return
+    if column == tp.privacy_unit or (tp.link is not None and column == tp.link.column):
+        _refuse(f"GROUP BY {written.sql(dialect='duckdb')} would release individual "
+                f"{tp.unit_name or 'privacy unit'}s (each group holds one person's rows); group by a column "
+                "many people share")

@@ -38,10 +38,19 @@ Sensitivity of the same-unit semi join (the proof EXPLAIN's unit line relies on)
 row of ``t2`` whose unit is NULL belongs to nobody and is in no one's set (plain SQL would make
 every ``NOT IN`` NULL because of it: one such row would drop everyone's rows).
 
-A correlated equality on a *link* key (``l_orderkey = o_orderkey`` once ``lineitem`` links to
-``orders``, TPC-H Q4 and Q21) is not accepted yet: it equates rows of one unit only where the
-linked column is a key, so its rewrite must add the unit equality through the link's join
-(``_correlated`` is where it goes, with links). Everything else in a subquery over private rows stays refused (see
+**Linked tables** (TPC-H Q4 and Q21: ``EXISTS (SELECT * FROM lineitem WHERE l_orderkey =
+o_orderkey AND ...)`` over ``orders``). When the inner or the outer table reaches its unit
+through a link (:mod:`dpsql.privacy.links`), the subquery must be correlated on the unit or on a
+link key (an equality :func:`dpsql.sql.links.is_link_pair` accepts: ``l_orderkey = o_orderkey``,
+``o_custkey = c_custkey``, or ``l2.l_orderkey = l1.l_orderkey`` on one link column), and the
+rewrite does not rely on it: it reads the inner table with the joins up its links (the same
+attribution the truncation uses) and adds the unit equality ``unit(s) = unit(r)`` itself. The
+proof above then holds as written, ``s.unit`` being the attributed unit: by the links'
+neighbouring relation every other unit's attributed rows are the same in both neighbours, so
+the inner rows of unit ``unit(r)`` are a function of ``D_unit(r)``. A link key that is not a key
+in the data (an order key under two customers) then tests each row against its own
+customer's rows only, never another's. The link equality is required though the unit equality
+is what protects: it is what makes the added equality change no answer where keys are keys. Everything else in a subquery over private rows stays refused (see
 :mod:`dpsql.sql.allow`). The SQL the filter becomes is total: values are cast with TRY_CAST and
 predicates wrapped so that no row can make it fail.
 """
@@ -54,10 +63,11 @@ import zlib
 from sqlglot import exp
 
 from dpsql.errors import PrivacyError
-from dpsql.privacy.policy import TablePolicy
+from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.allow import check_rowwise
 from dpsql.sql.joins import Catalog, Declared, qualified
+from dpsql.sql.links import is_link_pair, link_unit
 from dpsql.sql.relation import Columns, Relation
 from dpsql.sql.size import COLUMN, Bound, inlined
 from dpsql.sql.total import total
@@ -147,10 +157,14 @@ def _same_unit(inner: _Inner, rel: Relation, catalog: Catalog) -> None:
         _refuse(f"{what} over private table {tp.name} is allowed only between tables of one id privacy unit "
                 f"(a semi join within each person's rows); {outer.name if rel.unit is None else tp.name}'s "
                 "unit is a row")
-    if tp.name != outer.name and (tp.unit_name is None or tp.unit_name != outer.unit_name):
+    same_root = (tp.link is not None or outer.link is not None) and \
+        (tp.unit_root or tp.name) == (outer.unit_root or outer.name)  # linked to one unit table
+    if tp.name != outer.name and not same_root and (tp.unit_name is None or tp.unit_name != outer.unit_name):
         _refuse(f"{what} over private table {tp.name}: it does not share {outer.name}'s privacy unit; if "
                 f"{tp.privacy_unit} and {outer.privacy_unit} identify the same individuals, give both tables "
                 "the same unit_name in the policy")
+    if tp.link is not None or outer.link is not None:
+        return  # linked units are read in the unit column's type (dpsql.sql.links), on both sides
     if problem := unit_key_problem([(f"{outer.name}.{outer.privacy_unit}", (catalog(outer.name) or {}).get(outer.privacy_unit)),
                                     (f"{tp.name}.{tp.privacy_unit}", inner.types.get(tp.privacy_unit))]):
         _refuse(problem)
@@ -174,6 +188,55 @@ def _correlated(inner: _Inner, rel: Relation, where: exp.Expression | None) -> b
     return False
 
 
+def _link_correlated(inner: _Inner, rel: Relation, where: exp.Expression | None) -> bool:
+    """Whether a conjunct of the subquery's WHERE equates a column of the inner table with a
+    column of an outer private table along a link (either way, or one link column with itself)."""
+    for term in _conjuncts(where):
+        if not isinstance(term, exp.EQ):
+            continue
+        sides = [term.this, term.expression]
+        if not all(isinstance(s, exp.Column) for s in sides):
+            continue
+        for mine, theirs in (sides, sides[::-1]):
+            if not inner.is_inner(mine) or inner.is_inner(theirs):
+                continue
+            owner = rel.owner(inner.resolve(theirs, rel))
+            if owner is not None and not owner[0].public and \
+                    is_link_pair(inner.tp, mine.name.lower(), owner[0], owner[1]):
+                return True
+    return False
+
+
+def _linked_unit(inner: _Inner, rel: Relation, policy: Policy | None, catalog: Catalog,
+                 database: str | None) -> tuple[str, list[str]]:
+    """The joins up the inner table's links (SQL after its FROM item) and the conditions that
+    keep its rows of the outer row's unit only: ``unit(s) = unit(r)``."""
+    assert rel.unit is not None
+    if inner.tp.link is None:
+        unit: exp.Expression = inner.columns[inner.tp.privacy_unit]  # type: ignore[assignment]
+        return "", [f"{_sql(unit)} = {_sql(rel.unit)}"]
+    if policy is None:
+        _refuse(f"{inner.what} over linked table {inner.tp.name} is not supported here")
+    count = iter(range(1, 1000))
+    found = link_unit(inner.tp, inner.name, policy, catalog, database, lambda: f"{inner.name}l{next(count)}")
+    joins = "".join(f" {j.sql(dialect='duckdb')}" for j in found.joins)
+    return joins, [*(_sql(w) for w in found.where), f"{_sql(found.unit)} = {_sql(rel.unit)}"]
+
+
+def _fix(inner: _Inner, rel: Relation) -> str:
+    """The correlation to add, for the refusal: along the inner table's link, or on the unit."""
+    link = inner.tp.link
+    if link is not None:
+        return f"{inner.alias}.{link.column} = {link.table}.{link.target}"
+    outer = rel.table
+    theirs = outer.link.column if outer.link is not None else outer.privacy_unit
+    return f"{inner.alias}.{inner.tp.privacy_unit} = {outer.name}.{theirs}"
+
+
+def _is_linked(inner: _Inner, rel: Relation) -> bool:
+    return not inner.tp.public and (inner.tp.link is not None or rel.table.link is not None)
+
+
 def _query_of(node: exp.Expression, what: str) -> exp.Select:
     shape = _SHAPE.replace("SELECT ...", "SELECT column") if isinstance(node, exp.In) else _SHAPE
     sub = node.args.get("query") if isinstance(node, exp.In) else node.this
@@ -188,24 +251,28 @@ def _query_of(node: exp.Expression, what: str) -> exp.Select:
 
 
 def _exists(node: exp.Exists, rel: Relation, declared: Declared, catalog: Catalog,
-            database: str | None) -> exp.Expression:
+            database: str | None, policy: Policy | None = None) -> exp.Expression:
     what = "EXISTS (SELECT ...)"
     query = _query_of(node, what)
     inner = _Inner(node, query, declared, catalog, what)
     where = query.args["where"].this if query.args.get("where") is not None else None
+    linked = _is_linked(inner, rel)
     if not inner.tp.public:
         _same_unit(inner, rel, catalog)
-        if not _correlated(inner, rel, where):
-            _refuse(f"EXISTS over private table {inner.tp.name} must be correlated on the privacy unit, so that "
-                    f"each row is tested against its own person's rows only: add {inner.alias}."
-                    f"{inner.tp.privacy_unit} = {rel.table.name}.{rel.table.privacy_unit} to its WHERE")
-    cond = f" WHERE {_sql(inner.predicate(where, rel))}" if where is not None else ""
-    return exp.Paren(this=exp.maybe_parse(f"EXISTS (SELECT 1 FROM {inner.source(database)}{cond})",
+        if not _correlated(inner, rel, where) and not (linked and _link_correlated(inner, rel, where)):
+            _refuse(f"EXISTS over private table {inner.tp.name} must be correlated on the privacy unit"
+                    f"{' or a link key' if linked else ''}, so that each row is tested against its own person's "
+                    f"rows only: add {_fix(inner, rel)} to its WHERE")
+    joins, terms = _linked_unit(inner, rel, policy, catalog, database) if linked else ("", [])
+    if where is not None:
+        terms.append(_sql(inner.predicate(where, rel)))
+    cond = f" WHERE {' AND '.join(terms)}" if terms else ""
+    return exp.Paren(this=exp.maybe_parse(f"EXISTS (SELECT 1 FROM {inner.source(database)}{joins}{cond})",
                                           dialect="duckdb"))
 
 
 def _in(node: exp.In, rel: Relation, declared: Declared, catalog: Catalog,
-        database: str | None) -> exp.Expression:
+        database: str | None, policy: Policy | None = None) -> exp.Expression:
     what = "IN (SELECT ...)"
     query = _query_of(node, what)
     if len(query.expressions) != 1 or not isinstance(query.expressions[0], exp.Column):
@@ -218,26 +285,31 @@ def _in(node: exp.In, rel: Relation, declared: Declared, catalog: Catalog,
         _refuse(f"{what}: the subquery must select a column of {inner.tp.name}")
     value = rel.substitute(node.this, what)
     on_units = False
+    linked = _is_linked(inner, rel)
     if not inner.tp.public:
         _same_unit(inner, rel, catalog)
         on_units = picked.name.lower() == inner.tp.privacy_unit and _sql(value) == _sql(rel.unit)
-        if not on_units and not _correlated(inner, rel, where):
+        if not on_units and not _correlated(inner, rel, where) and not (linked and _link_correlated(inner, rel, where)):
             _refuse(f"IN over private table {inner.tp.name} must compare within one person's rows: select its "
                     f"unit column and test the unit ({rel.table.privacy_unit} IN (SELECT {inner.tp.privacy_unit} "
                     f"...)), or add {inner.alias}.{inner.tp.privacy_unit} = {rel.table.name}."
                     f"{rel.table.privacy_unit} to its WHERE")
     terms = [_sql(inner.predicate(where, rel))] if where is not None else []
-    if not inner.tp.public and on_units:  # the set holds the unit's own value only: made explicit
+    joins = ""
+    if linked:  # the unit equality through the links, whatever the correlation
+        joins, unit_terms = _linked_unit(inner, rel, policy, catalog, database)
+        terms = unit_terms + terms
+    elif not inner.tp.public and on_units:  # the set holds the unit's own value only: made explicit
         terms.insert(0, f"{_sql(inner.columns[inner.tp.privacy_unit])} = {_sql(rel.unit)}")  # type: ignore[arg-type]
     cond = f" WHERE {' AND '.join(terms)}" if terms else ""
     col = inner.resolve(picked, rel)
     ctype = inner.types.get(picked.name.lower(), "VARCHAR")
     text = (f"TRY_CAST({_sql(total(value))} AS {ctype}) IN (SELECT {_sql(col)} FROM "
-            f"{inner.source(database)}{cond})")
+            f"{inner.source(database)}{joins}{cond})")
     return exp.Paren(this=exp.maybe_parse(text, dialect="duckdb"))
 
 
-def public_in(declared: Declared, catalog: Catalog, database: str | None
+def public_in(declared: Declared, catalog: Catalog, database: str | None, policy: Policy | None = None
               ) -> t.Callable[[exp.Expression, Relation], exp.Expression]:
     """A binder of filtering subqueries (``IN (SELECT ...)``, ``EXISTS (SELECT ...)``) for
     :class:`Relation`: over a public table, or over a private table of the outer rows' unit
@@ -249,8 +321,8 @@ def public_in(declared: Declared, catalog: Catalog, database: str | None
     """
     def bind(node: exp.Expression, rel: Relation) -> exp.Expression:
         if isinstance(node, exp.Exists):
-            return _exists(node, rel, declared, catalog, database)
+            return _exists(node, rel, declared, catalog, database, policy)
         assert isinstance(node, exp.In)
-        return _in(node, rel, declared, catalog, database)
+        return _in(node, rel, declared, catalog, database, policy)
 
     return bind

@@ -23,6 +23,7 @@ from dpsql.privacy.joins import Truncation, private_join_rows, right_stability
 from dpsql.privacy.policy import TablePolicy
 from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.build import BASE
+from dpsql.sql.commajoin import comma_joins
 from dpsql.sql.flatmap import flat_map
 from dpsql.sql.links import is_link_pair
 from dpsql.sql.relation import Columns, JoinContext, ReadPublic, Relation
@@ -54,6 +55,7 @@ def qualified(table: TablePolicy, database: str | None) -> exp.Table:
 def resolve_from(select: exp.Select, resolve: Resolve, declared: Declared, catalog: Catalog,
                  jc: JoinContext | None) -> Relation:
     """The FROM item of ``select`` and its JOINs as one relation (``resolve`` binds one item)."""
+    comma_joins(select, declared, catalog)  # FROM a, b WHERE a.k = b.k: the INNER JOIN it is
     from_ = select.args["from_"]
     joins = select.args.get("joins") or []
     if select.args.get("laterals"):

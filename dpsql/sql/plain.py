@@ -4,7 +4,8 @@ Two opt-in rewrites, both pure functions of the query text and the policy (no ca
 
 * **plain aggregates** (``plain_aggregates = true``): in the SELECT that reads a private table
   (the statement's main SELECT, whose FROM chain of CTEs and subqueries ends at a private
-  table), ``COUNT``, ``SUM``, ``AVG``, ``MEDIAN``, ``QUANTILE_CONT`` / ``PERCENTILE_CONT ...
+  table, or whose FROM joins tables of which one is private: the binder then judges the join as
+  it would for DP aggregates written by hand), ``COUNT``, ``SUM``, ``AVG``, ``MEDIAN``, ``QUANTILE_CONT`` / ``PERCENTILE_CONT ...
   WITHIN GROUP``, ``VAR_*``, ``STDDEV_*``, ``MIN`` and ``MAX`` become the DP aggregates of the
   same meaning, with no bounds in the call (the binder takes them from the policy). Anything
   else (a FILTER clause, ``QUANTILE_DISC``, a quantile that is not a number literal, an
@@ -65,8 +66,11 @@ def _reads_private(select: exp.Select, policy: Policy) -> bool:
             return False
         scopes.insert(0, _ctes(node))
         from_ = node.args.get("from_")
-        if from_ is None or node.args.get("joins"):
+        if from_ is None:
             return False
+        joins = node.args.get("joins") or []
+        if joins:  # a join (comma or JOIN ... ON) of tables: private if one of them is
+            return any(_private_table(j.this, scopes, policy) for j in [from_, *joins])
         source = from_.this
         if isinstance(source, exp.Subquery):
             node = source.this
@@ -79,9 +83,20 @@ def _reads_private(select: exp.Select, policy: Policy) -> bool:
             if cte is not None:
                 node = cte
                 continue
-        found = [policy.table(key) for key in policy.resolve(name, source.db or None, source.catalog or None)]
-        return any(tp is not None and not tp.public for tp in found)
+        return _private_table(source, scopes, policy)
     return False
+
+
+def _private_table(source: exp.Expression, scopes: list[dict[str, exp.Expression]], policy: Policy) -> bool:
+    """Whether ``source``, one table of a FROM, is a table the policy declares private (a CTE's
+    name or a subquery is not: the binder judges those, and an aggregate stays as written)."""
+    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
+        return False
+    name = source.name.lower()
+    if not source.db and any(name in s for s in scopes):
+        return False
+    found = [policy.table(key) for key in policy.resolve(name, source.db or None, source.catalog or None)]
+    return any(tp is not None and not tp.public for tp in found)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -187,7 +187,7 @@ def resolve_chain(
         # A row unit: one protected change is max_rows_per_unit rows (AddMaxRows(m)).
         rows = tp.max_rows_per_unit if tp.privacy_unit == "row" else 1
         rel = Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows,
-                       public_in=public_in(lambda t: _declared(t, policy, catalog), catalog, database))
+                       public_in=public_in(lambda t: _declared(t, policy, catalog), catalog, database, policy))
         return _linked(rel, policy, catalog, database, jc) if tp.link is not None else rel
     if isinstance(item, exp.Subquery):
         _no_operators(item)
