@@ -38,6 +38,7 @@ from dpsql.privacy.approx_bounds import SHARE, WIDEST, BoundsSearch, Found
 from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.privacy.policy import UNIT_BOUNDS, Policy
 from dpsql.privacy.units import UnitBounds
+from dpsql.sql import perunit
 from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.sql.suggest import did_you_mean
@@ -356,6 +357,9 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None) ->
         parts.append(_Part("group key selection", share, selection.cost, True))
     _check_split(bound, parts)
 
+    bounds = perunit.choose(bounds, opts.contribution, bound.table.contribution, bool(bound.group_by), bound.per_unit,
+                            [p.label for p in prepared if p.per_unit() is None])
+    ctx = dataclasses.replace(ctx, unit_note=bounds.note)
     total = Cost()
     for part in parts:
         total = total + part.cost

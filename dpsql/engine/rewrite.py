@@ -52,7 +52,7 @@ from dpsql.engine.keys import KeyDomain
 from dpsql.engine.plan import Plan
 from dpsql.mechanisms.base import Prepared
 from dpsql.privacy.units import UnitBounds
-from dpsql.sql import build
+from dpsql.sql import build, perunit
 from dpsql.sql.build import BASE, DOMAIN, KEYS, SRC, STATS
 from dpsql.sql.target import DUCKDB, Target
 from dpsql.sql.total import total
@@ -331,7 +331,8 @@ def _source(plan: Plan, keys: list[str], target: Target, by_id: bool) -> tuple[s
         assert bound.unit is not None
         projections.append(f"{_sql(total(bound.unit))} AS {build.UNIT}")
         # The hash of the whole row: of the private table's row and of every joined row.
-        projections.append(f"HASH({', '.join(bound.hashed)}) AS {build.ROW_HASH}")
+        if not _clips(plan):
+            projections.append(f"HASH({', '.join(bound.hashed)}) AS {build.ROW_HASH}")
     elif any(prep.needs_unit for prep in plan.prepared):
         projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
@@ -339,8 +340,14 @@ def _source(plan: Plan, keys: list[str], target: Target, by_id: bool) -> tuple[s
     src = f"SELECT {', '.join(projections)} FROM {bound.from_sql}{_where(plan)}"
     if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit
         assert units is not None
-        src = truncate(src, units, keys)
+        src = (perunit.source(src, keys, build.UNIT, perunit.aggregates(plan.prepared, build.value), units)
+               .sql(dialect="duckdb") if _clips(plan) else truncate(src, units, keys))
     return src, named
+
+
+def _clips(plan: Plan) -> bool:
+    """Whether an id unit is bounded by pre-aggregation (:mod:`dpsql.sql.perunit`)."""
+    return plan.units is not None and plan.units.mode == perunit.CLIP and not plan.bound.per_unit
 
 
 def _where(plan: Plan) -> str:
@@ -357,7 +364,7 @@ def _counts(plan: Plan, out: Rewritten, by_id: bool) -> list[_Count]:
     for prep in plan.prepared:
         i = prep.agg.index
         v = exp.column(build.value(i)) if prep.agg.arg is not None else None
-        for name, expr in prep.stats(v).items():
+        for name, expr in (perunit.sums(i, prep.stats(v)) if _clips(plan) else prep.stats(v)).items():
             col = build.stat(i, name)
             out.columns[(i, name)] = col
             counts.append((col, _sql(expr), expr))
@@ -365,7 +372,9 @@ def _counts(plan: Plan, out: Rewritten, by_id: bool) -> list[_Count]:
         # What a key's count counts is what is protected: units for an id unit, else rows.
         units = plan.units
         out.key_selection_column = build.KEY_COUNT
-        if by_id and units is not None and units.by_groups:  # the first row of each unit in the group
+        if _clips(plan):  # one row per unit in each group
+            counts.append((build.KEY_COUNT, "COUNT(*)", None))
+        elif by_id and units is not None and units.by_groups:  # the first row of each unit in the group
             counts.append((build.KEY_COUNT, f"COUNT(*) FILTER (WHERE {build.ROW_IN_GROUP} = 1)", None))
         elif by_id:
             counts.append((build.KEY_COUNT, f"COUNT(DISTINCT {build.UNIT})", None))

@@ -191,6 +191,23 @@ class _AdditivePrepared(Prepared):
             out["q"] = _integer_sum(exp.Mul(this=v.copy(), expression=v.copy()))
         return out
 
+    def per_unit(self) -> dict[str, tuple[str, int, int]] | None:
+        """Pre-aggregation (:mod:`dpsql.sql.perunit`): a unit's count clipped to c, SUM's total
+        to c times the integers' range, MEAN's and VAR's sums (and VAR's sum of squares)
+        re-weighted to c rows; a distinct count, and a count public under replace, need rows."""
+        if self.public_count or self.agg.distinct or self.agg.inner_args:
+            return None
+        if self.stat == "count":
+            return {"n": ("count", 0, 1)}
+        f = self.fixed
+        assert f is not None
+        if self.stat == "sum":
+            return {"s": ("total", f.low, f.high)}
+        out = {"n": ("count", 0, 1), "s": ("scaled", f.low, f.high)}
+        if self.stat == "var":
+            out["q"] = ("scaled", 0, max(f.low * f.low, f.high * f.high))
+        return out
+
     # -- release ------------------------------------------------------------------------------
 
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:

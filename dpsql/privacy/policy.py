@@ -113,6 +113,9 @@ class TablePolicy:
     #: id units: the name of the individuals the unit column identifies; tables with the same
     #: ``unit_name`` identify the same individuals (and may be joined on their unit columns)
     unit_name: str | None = None
+    #: id units: how a unit's contribution is bounded, "truncate" or "clip" (None: the query's
+    #: option, else the one with less noise; dpsql.sql.perunit)
+    contribution: str | None = None
     #: private joins: the truncation strategy of this table's side (a query option overrides it)
     join_truncation: Truncation | None = None
     #: data files (paths or globs, absolute) dpsql opens as this table; empty: a table of the database
@@ -310,7 +313,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
     unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "source", "unit_name",
-                           "join_truncation"}
+                           "join_truncation", "contribution"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     parts = name.split(".")
@@ -354,6 +357,9 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
             truncation = parse_truncation(truncation, f"{where}.join_truncation")
         except Error as err:
             raise PolicyError(str(err)) from None
+    contribution = spec.get("contribution")
+    if contribution is not None and contribution not in ("truncate", "clip", "auto"):
+        raise PolicyError(f"{where}.contribution must be 'truncate', 'clip' or 'auto'")
     lowered = name.lower()
     if len(parts) == 2 and parts[0].lower() == "main":
         lowered = parts[1].lower()  # main.t is t
@@ -368,6 +374,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
         columns=columns,
         unit_name=unit_name.strip().lower() if unit_name else None,
         join_truncation=truncation,
+        contribution=contribution,
     )
 
 
