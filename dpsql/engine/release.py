@@ -169,8 +169,7 @@ def truncation_note(units: "UnitBounds | None") -> str:
         c = units.max_rows_per_group if units.max_groups is not None else units.max_rows
         groups = (f"groups beyond max_groups_per_unit = {units.max_groups} per {units.unit} are dropped; "
                   if units.max_groups is not None else "")
-        return (f"{groups}each {units.unit}'s count is clipped to {c} and its sums to {c} rows' worth "
-                f"(a mean's and variance's re-weighted to {c} rows){cost}")
+        return f"{groups}each {units.unit} counts as at most {c} rows (its sums clipped or re-weighted){cost}"
     if units.max_groups is not None:
         return (f"rows beyond max_rows_per_group_per_unit = {units.max_rows_per_group} per group and "
                 f"max_groups_per_unit = {units.max_groups} groups per {units.unit} are dropped{cost}")

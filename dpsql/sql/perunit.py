@@ -104,10 +104,8 @@ def clipped(kind: Kind, x: exp.Expression, n: exp.Expression | None, cap: int) -
     'CASE WHEN n < 0 THEN 0 WHEN n > 5 THEN 5 ELSE n END'
     >>> clipped(("total", 2, 7), exp.column("s"), None, 5).sql()
     'CASE WHEN s < 0 THEN 0 WHEN s > 35 THEN 35 ELSE s END'
-    >>> print(clipped(("scaled", -3, 3), exp.column("s"), exp.column("n"), 5).sql())
-    CASE WHEN n <= 5 THEN s ELSE CASE WHEN CAST(ROUND(CAST(s AS DOUBLE) * 5 / n) AS HUGEINT) < -15 THEN -15 \
-WHEN CAST(ROUND(CAST(s AS DOUBLE) * 5 / n) AS HUGEINT) > 15 THEN 15 ELSE CAST(ROUND(CAST(s AS DOUBLE) * 5 / n) \
-AS HUGEINT) END END
+    >>> print(clipped(("scaled", -3, 3), exp.column("s"), exp.column("n"), 5).sql("duckdb"))
+    CASE WHEN n <= 5 THEN s ELSE LEAST(GREATEST(CAST(ROUND(CAST(s AS DOUBLE) * 5 / n) AS INT128), -15), 15) END
     """
     what, a, b = kind
     if what == "count":
@@ -119,7 +117,10 @@ AS HUGEINT) END END
     ratio = exp.Div(this=exp.Mul(this=exp.Cast(this=x.copy(), to=exp.DataType.build("DOUBLE")), expression=_int(cap)),
                     expression=n.copy())
     scaled = exp.Cast(this=exp.Round(this=ratio), to=exp.DataType.build("HUGEINT"))
-    return _case([(exp.LTE(this=n.copy(), expression=_int(cap)), x.copy())], clamp(scaled, cap * a, cap * b))
+    # not NULL here: LEAST and GREATEST clip it (and the rounded value is computed once)
+    bounded = exp.Anonymous(this="LEAST", expressions=[
+        exp.Anonymous(this="GREATEST", expressions=[scaled, _int(cap * a)]), _int(cap * b)])
+    return _case([(exp.LTE(this=n.copy(), expression=_int(cap)), x.copy())], bounded)
 
 
 @dataclasses.dataclass(frozen=True)
