@@ -1,0 +1,235 @@
+"""Per-unit pre-aggregation (dpsql.sql.perunit): which mode bounds a query, the statistics it
+computes, and the sensitivity it claims, checked by brute force over every unit neighbour.
+
+The brute force runs the statement dpsql generates with ``contribution = 'clip'`` on small
+tables whose units hold more rows than the bound, NULLs and values outside the bounds, and on
+every neighbour (remove a unit, add one, replace one's rows), and compares how far each
+released part moves with the sensitivity its noise is calibrated to (L1 for Laplace, L2 for
+Gaussian). A negative control that skips the clipping of the partials must be caught.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import typing as t
+import zlib
+
+import pytest
+
+from dpsql.errors import OptionError, PolicyError
+from dpsql.privacy.policy import policy_from_dict
+from dpsql.sql import perunit
+from tests.test_units import GROUPS, Claim, connect, load, neighbours
+
+Row = tuple[int, str, "float | None"]
+LOWER, UPPER = -4, 10
+
+
+def policy(relation: str = "add_remove", k: int = 3, **bounds: t.Any) -> dict:
+    table = {"privacy_unit": "id", "max_rows_per_unit": k,
+             "columns": {"x": {"lower": LOWER, "upper": UPPER}}, **bounds}
+    return {"neighbouring": relation, "budget": {"epsilon": 1e9, "delta": 0.5}, "tables": {"t": table}}
+
+
+def random_table(rng: random.Random, units: int = 4, most: int = 8) -> list[Row]:
+    """Units of 1 to ``most`` rows (the bound is 2 or 3), values in and out of the bounds, NULLs."""
+    def value() -> float | None:
+        return rng.choice([None, -9.0, 14.0, float(rng.randint(LOWER, UPPER)), float(rng.randint(LOWER, UPPER))])
+    return [(u, rng.choice(GROUPS), value()) for u in range(1, units + 1) for _ in range(rng.randint(1, most))]
+
+
+def adversary(rng: random.Random) -> list[Row]:
+    """A heavy unit at one bound in every group, or a random one."""
+    if rng.random() < 0.5:
+        x = rng.choice([float(UPPER), float(LOWER), 99.0, -99.0])
+        return [(0, g, x) for g in GROUPS for _ in range(5)]
+    return [(0, rng.choice(GROUPS), rng.choice([None, -20.0, 0.0, 20.0, float(rng.randint(LOWER, UPPER))]))
+            for _ in range(rng.randint(1, 12))]
+
+
+def check(claim: Claim, datasets: int, seed: int, relation: str) -> tuple[float, list[str]]:
+    """(largest moved / claimed, violations) over random tables and all their neighbours."""
+    rng = random.Random(seed)
+    worst, problems = 0.0, []
+    for _ in range(datasets):
+        rows = random_table(rng)
+        for y in neighbours(rows, adversary(rng), relation):
+            for what, moved, claimed in claim.moves(rows, y):
+                worst = max(worst, moved / claimed)
+                if moved > claimed * (1 + 1e-9) + 1e-9:
+                    problems.append(f"{what}: moved {moved:g} > {claimed:g}")
+    return worst, problems
+
+
+QUERIES = {
+    "ungrouped": "SELECT DP_COUNT(*), DP_COUNT(x), DP_SUM(x), DP_MEAN(x), DP_VAR(x) FROM t WITH ({opts})",
+    "grouped": "SELECT g, DP_COUNT(*), DP_SUM(x), DP_MEAN(x), DP_STDDEV(x) FROM t GROUP BY g "
+               "WITH ({opts}, keys = ['a', 'b', 'c', 'd'])",
+    "keys by threshold": "SELECT g, DP_SUM(x) FROM t GROUP BY g WITH ({opts})",
+}
+BOUNDS = {"ungrouped": [{"k": 2}, {"k": 3}],
+          "grouped": [{"k": 3, "max_groups_per_unit": 2, "max_rows_per_group_per_unit": 1},
+                      {"k": 2, "max_groups_per_unit": 3}],
+          "keys by threshold": [{"k": 2, "max_groups_per_unit": 2}]}
+MECHANISMS = {"laplace": "mechanism = 'laplace', epsilon = 1, delta = 1e-6, contribution = 'clip'",
+              "gaussian": "mechanism = 'gaussian', epsilon = 1, delta = 1e-6, contribution = 'clip'"}
+CASES = [(b, shape, mech) for shape, bs in BOUNDS.items() for b in bs for mech in MECHANISMS
+         if not (shape == "keys by threshold" and mech == "gaussian")]
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("bounds,shape,mechanism", CASES,
+                         ids=[f"{'-'.join(f'{k}{v}' for k, v in b.items())}-{s}-{m}" for b, s, m in CASES])
+def test_neighbours_move_the_clipped_statistics_at_most_the_claimed_sensitivity(
+        bounds: dict, shape: str, mechanism: str, relation: str) -> None:
+    bounds = dict(bounds)
+    claim = Claim(policy(relation, bounds.pop("k"), **bounds), QUERIES[shape].format(opts=MECHANISMS[mechanism]))
+    assert claim.prepared.plan.units.mode == "clip" and "__per" in claim.prepared.sql
+    worst, problems = check(claim, datasets=4, seed=zlib.crc32(f"{shape}{mechanism}{relation}{bounds}".encode()),
+                            relation=relation)
+    assert not problems, problems[:5]
+    assert worst > 0.5  # the neighbours reach a good part of the claim
+
+
+def test_negative_control_without_clipping_the_brute_force_finds_violations(monkeypatch) -> None:
+    monkeypatch.setattr(perunit, "clipped", lambda kind, x, n, cap: x)
+    claim = Claim(policy("add_remove", 2), QUERIES["ungrouped"].format(opts=MECHANISMS["laplace"]))
+    _, problems = check(claim, datasets=2, seed=3, relation="add_remove")
+    assert problems
+
+
+def test_negative_control_without_the_groups_bound_the_brute_force_finds_violations(monkeypatch) -> None:
+    source = perunit.source
+
+    def unbounded(rows, keys, unit, aggregates, units):  # noqa: ANN001, ANN202
+        select = source(rows, keys, unit, aggregates, units)
+        select.set("qualify", None)
+        return select
+
+    monkeypatch.setattr(perunit, "source", unbounded)
+    claim = Claim(policy("add_remove", 2, max_groups_per_unit=1), QUERIES["grouped"].format(opts=MECHANISMS["laplace"]))
+    _, problems = check(claim, datasets=2, seed=4, relation="add_remove")
+    assert problems
+
+
+@pytest.mark.parametrize("mechanism,expected", [("laplace", {"n": 2 * 3, "s": 2 * 3 * 10}),
+                                                ("gaussian", {"n": 2 * math.sqrt(3), "s": 2 * 10 * math.sqrt(3)})])
+def test_the_claim_is_tight(mechanism: str, expected: dict) -> None:
+    """A unit with many rows at the upper bound in every group moves the counts and sums by
+    exactly r·g (Laplace) or r·√g (Gaussian) times the per-row bound."""
+    query = QUERIES["grouped"].format(opts=MECHANISMS[mechanism]).replace(", DP_MEAN(x), DP_STDDEV(x)", "")
+    claim = Claim(policy("add_remove", 2, max_groups_per_unit=3), query)
+    others: list[Row] = [(u, g, 5.0) for u in (2, 3) for g in GROUPS]
+    heavy: list[Row] = [(1, g, 10.0) for g in GROUPS for _ in range(4)]
+    moved = {what.split()[1]: (m, c) for what, m, c in claim.moves(others + heavy, others)}
+    for part, value in expected.items():
+        m, c = moved[part]
+        assert m == pytest.approx(value) and c == pytest.approx(value)
+
+
+# -- what the statistics are ------------------------------------------------------------------
+
+
+def reference(rows: t.Sequence[Row], c: int) -> dict[str, float]:
+    """The clipped statistics by hand: per unit, its count min(n, c), its total clipped to
+    c·[min(L, 0), max(U, 0)], its mean's centred sum re-weighted to c rows when it has more."""
+    out = {"rows": 0.0, "n": 0.0, "s": 0.0, "mean_n": 0.0, "mean_s": 0.0}
+    centre = (LOWER + UPPER) / 2
+    for u in {r[0] for r in rows}:
+        xs = [min(max(x, LOWER), UPPER) for i, _, x in rows if i == u and x is not None]
+        n_rows = sum(1 for r in rows if r[0] == u)
+        out["rows"] += min(n_rows, c)
+        out["n"] += min(len(xs), c)
+        out["s"] += min(max(sum(xs), c * min(LOWER, 0)), c * max(UPPER, 0))
+        out["mean_n"] += min(len(xs), c)
+        centred = sum(x - centre for x in xs)
+        out["mean_s"] += centred if len(xs) <= c else centred * c / len(xs)
+    return out
+
+
+def test_the_clipped_statistics_are_what_the_docstring_says() -> None:
+    rng = random.Random(7)
+    rows = random_table(rng, units=6, most=9)
+    con = connect(policy(k=3))
+    prepared = con.prepare("SELECT DP_COUNT(*), DP_COUNT(x), DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 1)")
+    con.close()
+    claim = Claim(policy(k=3), "SELECT 1")  # only for its DuckDB connection
+    load(claim.raw, rows)
+    cur = claim.raw.execute(prepared.sql)
+    got = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    count, count_x, total, mean = prepared.plan.prepared
+    want = reference(rows, 3)
+    assert got["a0_n"] == want["rows"] and got["a1_n"] == want["n"]
+    assert float(total.exact({"s": got["a2_s"]})["s"]) == pytest.approx(want["s"], abs=1e-6)
+    parts = mean.centred({"n": got["a3_n"], "s": got["a3_s"]})
+    assert parts["n"] == want["mean_n"]
+    # re-weighted sums are rounded to the grid once per unit: 2^-25 each
+    assert parts["s1"] == pytest.approx(want["mean_s"], abs=1e-5)
+
+
+# -- which mode, and EXPLAIN -------------------------------------------------------------------
+
+
+def test_auto_picks_pre_aggregation_where_the_noise_is_the_same_and_says_so() -> None:
+    con = connect(policy(k=3, max_groups_per_unit=2))
+    text = con.explain("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)")
+    assert "bounding: pre-aggregation (contribution = 'clip'; chosen: the same noise as row truncation" in text
+    assert "QUALIFY" not in text and "HASH(__t)" not in text and "GROUP BY\n      __u" in text
+    grouped = con.explain("SELECT g, DP_MEAN(x) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a'])")
+    assert "pre-aggregation" in grouped and "at most 2 groups" in grouped
+
+
+@pytest.mark.parametrize("query,why", [
+    ("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1)", "chosen: DP_MEDIAN(x) needs rows"),
+    ("SELECT DP_COUNT(DISTINCT x) FROM t WITH (epsilon = 1)", "needs rows"),
+    ("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a'])",
+     "chosen: a GROUP BY needs max_groups_per_unit to pre-aggregate"),
+])
+def test_auto_keeps_row_truncation_where_rows_are_needed_or_it_has_less_noise(query: str, why: str) -> None:
+    con = connect(policy(k=3))
+    prepared = con.prepare(query)
+    assert prepared.plan.units.mode == "truncate" and "QUALIFY" in prepared.sql
+    assert why in prepared.explain_text()
+
+
+def test_an_explicit_clip_that_cannot_bound_the_query_is_refused_before_the_charge() -> None:
+    con = connect(policy(k=3), [(1, "a", 1.0)])
+    before = con.budget.spent
+    with pytest.raises(OptionError, match="option 'contribution': pre-aggregation cannot bound this query: "
+                                          "DP_MEDIAN\\(x\\) needs rows; use contribution = 'truncate'"):
+        con.sql("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1, contribution = 'clip')")
+    assert con.budget.spent == before
+    with pytest.raises(OptionError, match="option 'contribution' must be one of truncate, clip, auto"):
+        con.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1, contribution = 'rows')")
+
+
+def test_the_policy_chooses_when_the_query_is_silent_and_the_query_wins() -> None:
+    con = connect(policy(k=3, contribution="truncate"))
+    assert con.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)").plan.units.mode == "truncate"
+    assert "(contribution = 'truncate'; policy)" in con.explain("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)")
+    clip = con.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1, contribution = 'clip')")
+    assert clip.plan.units.mode == "clip" and "(contribution = 'clip'; query)" in clip.explain_text()
+    strict = connect(policy(k=3, contribution="clip"))
+    with pytest.raises(OptionError, match="the policy's contribution = 'clip'"):
+        strict.prepare("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1)")
+    with pytest.raises(PolicyError, match="contribution must be 'truncate', 'clip' or 'auto'"):
+        policy_from_dict(policy(k=3, contribution="rows"))
+
+
+def test_the_same_sensitivity_in_both_modes() -> None:
+    con = connect(policy(k=3, max_groups_per_unit=2))
+    for query in ("SELECT DP_COUNT(*), DP_SUM(x), DP_MEAN(x), DP_VAR(x) FROM t WITH (epsilon = 1{})",
+                  "SELECT g, DP_COUNT(*), DP_SUM(x) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a']{})"):
+        clip = con.prepare(query.format(", contribution = 'clip'")).plan.prepared
+        rows = con.prepare(query.format(", contribution = 'truncate'")).plan.prepared
+        assert [{n: p.sensitivity for n, p in a.parts.items()} for a in clip] == \
+               [{n: p.sensitivity for n, p in a.parts.items()} for a in rows]
+
+
+def test_the_report_says_what_clipping_does_and_that_the_interval_does_not_cover_it() -> None:
+    con = connect(policy(k=2), [(1, "a", 1.0)] * 5 + [(2, "b", 3.0)])
+    lines = con.sql("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)").report_lines()
+    assert "per id, ≤ 2 rows, pre-aggregated" in lines[0]
+    assert lines[0].endswith("each id counts as at most 2 rows (its sums clipped or re-weighted); "
+                             "the interval covers the noise, not that bias")
