@@ -27,7 +27,9 @@ For a table whose privacy unit is an id column, ``__src`` is the truncated relat
 above with the unit ``__u`` and a hash of the whole row ``__h``, of which each unit keeps at most
 k rows (or r rows in each of at most g groups), chosen by window functions (:func:`truncate`).
 Everything after ``__src`` (the statistics and every mechanism's subquery) reads only the
-truncated rows. A row unit's ``__src`` is exactly as above.
+truncated rows. With pre-aggregation (``UnitBounds.mode`` ``clip``, :mod:`dpsql.sql.perunit`)
+``__src`` is instead one row per (unit, group) of clipped partial statistics, and the statistics
+are their sums. A row unit's ``__src`` is exactly as above.
 
 Only the columns the statistics need are projected, under reserved names, and every column of
 the table is read as ``__t."name"``: no name a user writes reaches the statement.
