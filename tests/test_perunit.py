@@ -233,3 +233,72 @@ def test_the_report_says_what_clipping_does_and_that_the_interval_does_not_cover
     assert "per id, ≤ 2 rows, pre-aggregated" in lines[0]
     assert lines[0].endswith("each id counts as at most 2 rows (its sums clipped or re-weighted); "
                              "the interval covers the noise, not that bias")
+
+
+# -- report_dropped ----------------------------------------------------------------------------
+
+
+def cut_counts(claim: Claim, rows: t.Sequence[Row]) -> tuple[int, int]:
+    load(claim.raw, rows)
+    cur = claim.raw.execute(claim.prepared.sql)
+    names = [d[0] for d in cur.description]
+    first = cur.fetchone()
+    if first is None:
+        return 0, 0
+    row = dict(zip(names, first))
+    return int(row["__units_n"]), int(row["__cut_n"])
+
+
+@pytest.mark.parametrize("query,bounds", [
+    ("SELECT DP_SUM(x) FROM t WITH (epsilon = 1, report_dropped = true)", {}),
+    ("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1, report_dropped = true)", {}),
+    ("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, delta = 1e-6, report_dropped = true)",
+     {"max_groups_per_unit": 2, "max_rows_per_group_per_unit": 2}),
+])
+def test_report_dropped_counts_units_over_the_bound_and_one_unit_moves_each_count_by_one(query, bounds) -> None:
+    claim = Claim(policy("add_remove", 3, **bounds), query)
+    part = claim.prepared.plan.dropped
+    share = 1 / 3 if "GROUP" in query else 1 / 2  # the key selection takes a share too
+    assert part is not None and part.sensitivity == 2 and part.cost.epsilon == pytest.approx(share)
+    rng = random.Random(11)
+    moved = 0
+    for _ in range(3):
+        rows = random_table(rng)
+        units, cut = cut_counts(claim, rows)
+        by_unit: dict[int, list[Row]] = {}
+        for r in rows:
+            by_unit.setdefault(r[0], []).append(r)
+        if "max_groups_per_unit" in bounds:
+            def over(rs: list[Row]) -> bool:
+                per = [sum(1 for r in rs if r[1] == g) for g in GROUPS]
+                return sum(1 for n in per if n) > 2 or max(per) > 2
+        else:
+            def over(rs: list[Row]) -> bool:
+                return len(rs) > 3
+        assert (units, cut) == (len(by_unit), sum(over(rs) for rs in by_unit.values()))
+        for y in neighbours(rows, adversary(rng), "add_remove"):
+            u2, c2 = cut_counts(claim, y)
+            assert abs(u2 - units) <= 1 and abs(c2 - cut) <= 1
+            moved = max(moved, abs(u2 - units) + abs(c2 - cut))
+    assert moved == 2
+
+
+def test_report_dropped_is_charged_shown_and_refused_where_nothing_is_bounded() -> None:
+    con = connect(policy(k=2), [(1, "a", 1.0)] * 5 + [(2, "b", 3.0)])
+    res = con.sql("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1, report_dropped = true)")
+    assert con.budget.spent.epsilon == pytest.approx(1.0)
+    assert res.report[0].epsilon == pytest.approx(0.5)
+    note = [n for n in res.notes if n.startswith("report_dropped:")]
+    assert len(note) == 1 and "of id units are over the bound" in note[0] and "spent ε=0.500" in note[0]
+    assert "report_dropped: noisy counts of units" in con.explain(
+        "SELECT DP_COUNT(*) FROM t WITH (epsilon = 1, report_dropped = true)")
+    spent = con.budget.spent
+    with pytest.raises(OptionError, match="option 'report_dropped' spends epsilon"):
+        con.sql("SELECT DP_COUNT(*) FROM t WITH (rho = 0.1, mechanism = 'gaussian', report_dropped = true)")
+    with pytest.raises(OptionError, match="option 'report_dropped' must be true or false"):
+        con.sql("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1, report_dropped = 'maybe')")
+    assert con.budget.spent == spent
+    rows = connect({"budget": {"epsilon": 10}, "tables": {"r": {"privacy_unit": "row"}}})
+    rows.engine.connection.execute("CREATE TABLE r (x INTEGER)")
+    with pytest.raises(OptionError, match="option 'report_dropped' needs a table whose privacy unit is an id"):
+        rows.prepare("SELECT DP_COUNT(*) FROM r WITH (epsilon = 1, report_dropped = true)")

@@ -279,7 +279,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
         if prep.agg.arg is not None:
             prep.agg.arg = total(prep.agg.arg)
     by_id = plan.units is not None and plan.units.by_id
-    src, named = _source(plan, keys, target, by_id)
+    src, named, rows = _source(plan, keys, target, by_id)
 
     out = Rewritten(statement="", keys=keys)
     counts = _counts(plan, out, by_id)
@@ -295,9 +295,12 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
             ctes[0] = f"{SRC} AS NOT MATERIALIZED ({src})"
         ctes.append(f"{build.HIST} AS ({build.histogram(shared[1])})")
     ctes.append(f"{STATS} AS ({grouped})")
+    if plan.dropped is not None:  # report_dropped: one row of counts, joined to every group
+        ctes.append(f"{perunit.CUT} AS ({perunit.dropped(rows, keys, build.UNIT, plan.units).sql(dialect='duckdb')})")
     subqueries = _subqueries(plan, keys, shared, ctes, out)
 
-    if not keys and not subqueries and shared is None and plan.public_keys is None and target.name == DUCKDB.name:
+    if (not keys and not subqueries and shared is None and plan.public_keys is None and target.name == DUCKDB.name
+            and plan.dropped is None):
         # Nothing is joined to the statistics: one SELECT over the rows, as a derived table, or,
         # when each value column is read once (a sum, a count), with the values' expressions in
         # the aggregates: DuckDB runs the same plan and plans it faster (about 0.06 ms less per
@@ -309,12 +312,13 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
     return out
 
 
-def _source(plan: Plan, keys: list[str], target: Target, by_id: bool) -> tuple[str, dict[str, str]]:
+def _source(plan: Plan, keys: list[str], target: Target, by_id: bool) -> tuple[str, dict[str, str], str]:
     """The SELECT of ``__src``: the group keys, every aggregate's value column and inner
     arguments, the unit (and row hash) when one is needed, over the FROM chain and the WHERE;
     for an id unit, truncated to what each unit may contribute (:func:`truncate`).
 
-    Also the value columns' SQL by name (what :func:`_inlined` puts back into the aggregates).
+    Also the value columns' SQL by name (what :func:`_inlined` puts back into the aggregates),
+    and the rows before any per-unit bound (what ``report_dropped`` counts).
     __src holds only what the statistics need, under reserved names: no user name reaches it.
     """
     bound = plan.bound
@@ -339,12 +343,12 @@ def _source(plan: Plan, keys: list[str], target: Target, by_id: bool) -> tuple[s
         projections.append(f"HASH({BASE}) AS {build.UNIT}")
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
         projections.append(f"TRUE AS {build.ROW}")
-    src = f"SELECT {', '.join(projections)} FROM {bound.from_sql}{_where(plan)}"
+    src = rows = f"SELECT {', '.join(projections)} FROM {bound.from_sql}{_where(plan)}"
     if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit
         assert units is not None
         src = (perunit.source(src, keys, build.UNIT, perunit.aggregates(plan.prepared, build.value), units)
                .sql(dialect="duckdb") if _clips(plan) else truncate(src, units, keys))
-    return src, named
+    return src, named, rows
 
 
 def _clips(plan: Plan) -> bool:
@@ -450,6 +454,10 @@ def _joined(plan: Plan, keys: list[str], subqueries: list[tuple[str, list[str]]]
         base = KEYS
     else:
         select, from_, base = ["*"], STATS, STATS
+    if plan.dropped is not None:
+        select = [f"{STATS}.*" if c == "*" else c for c in select]
+        select += [f"{perunit.CUT}.{perunit.UNITS_N}", f"{perunit.CUT}.{perunit.CUT_N}"]
+        from_ += f" CROSS JOIN {perunit.CUT}"
     for alias, cols in subqueries:
         select += [f"{alias}.{c}" for c in cols]
         if keys:

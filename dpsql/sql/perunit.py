@@ -65,6 +65,9 @@ MODES = (TRUNCATE, CLIP, "auto")
 #: the per-(unit, group) relation read by the clipping SELECT
 PER_UNIT = "__per"
 
+#: ``report_dropped``: the one-row CTE of the counts of units, and of units over the bound
+CUT, UNITS_N, CUT_N = "__cut", "__units_n", "__cut_n"
+
 #: (partial kind, A, B): how a statistic is clipped per unit (module docstring)
 Kind = tuple[str, int, int]
 
@@ -238,3 +241,34 @@ def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bo
         return dataclasses.replace(units, mode=CLIP, mode_reason="chosen: the same noise as row truncation, "
                                    "and it drops nothing of a unit under its bound")
     return dataclasses.replace(units, mode=TRUNCATE, mode_reason=f"chosen: {why}")
+
+
+def dropped(rows: str, keys: list[str], unit: str, units: UnitBounds) -> exp.Select:
+    """``report_dropped``: one row, the count of units (:data:`UNITS_N`) and of units whose
+    contribution the bound cuts (:data:`CUT_N`), over ``rows`` (the rows before any bound: the
+    unit ``unit`` and the keys). A unit is cut when it has more than k rows, or, with g and
+    keys, more than g groups or more than r rows in one of them: then truncation drops some of
+    its rows, and pre-aggregation clips or re-weights some of its partials. Each unit moves
+    each count by at most 1.
+
+    >>> print(dropped("SELECT 1 AS __u", [], "__u", UnitBounds("id", 5)).sql())
+    SELECT COUNT(*) AS __units_n, COUNT(*) FILTER(WHERE __n > 5) AS __cut_n \
+FROM (SELECT COUNT(*) AS __n FROM (SELECT 1 AS __u) AS __rows_in GROUP BY __u) AS __per
+    """
+    u = exp.column(unit)
+    body = exp.Table(this=exp.Var(this=f"({rows})"), alias=exp.TableAlias(this=exp.to_identifier("__rows_in")))
+    n = exp.column("__n")
+    if keys and units.max_groups is not None:
+        per_group = exp.select(u.copy(), exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(body).group_by(
+            u.copy(), *(exp.column(k) for k in keys))
+        sub = exp.Subquery(this=per_group, alias=exp.TableAlias(this=exp.to_identifier("__groups")))
+        per = exp.select(exp.alias_(exp.Count(this=exp.Star()), "__g"), exp.alias_(exp.Max(this=n.copy()), "__n")) \
+            .from_(sub).group_by(u.copy())
+        over = exp.or_(exp.GT(this=exp.column("__g"), expression=_int(units.max_groups)),
+                       exp.GT(this=n.copy(), expression=_int(units.max_rows_per_group or units.max_rows)))
+    else:
+        per = exp.select(exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(body).group_by(u.copy())
+        over = exp.GT(this=n.copy(), expression=_int(units.max_rows))
+    counted = exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=over))
+    return exp.select(exp.alias_(exp.Count(this=exp.Star()), UNITS_N), exp.alias_(counted, CUT_N)).from_(
+        exp.Subquery(this=per, alias=exp.TableAlias(this=exp.to_identifier(PER_UNIT))))
