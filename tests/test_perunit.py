@@ -302,3 +302,11 @@ def test_report_dropped_is_charged_shown_and_refused_where_nothing_is_bounded() 
     rows.engine.connection.execute("CREATE TABLE r (x INTEGER)")
     with pytest.raises(OptionError, match="option 'report_dropped' needs a table whose privacy unit is an id"):
         rows.prepare("SELECT DP_COUNT(*) FROM r WITH (epsilon = 1, report_dropped = true)")
+
+
+def test_a_subquery_of_one_row_per_unit_needs_no_bounding_mode() -> None:
+    query = ("WITH per AS (SELECT id, count(*) AS n FROM t GROUP BY id) "
+             "SELECT DP_QUANTILE(n, 0.9, 0, 50) FROM per WITH (epsilon = 1)")
+    for pol in (policy(k=3), policy(k=3, contribution="clip")):
+        prepared = connect(pol).prepare(query)
+        assert "bounding:" not in prepared.explain_text() and "__per" not in prepared.sql

@@ -195,8 +195,9 @@ class UnitBounds:
             lines.append(self._clip_line(self.max_rows, False) if clip else f"truncation (in the rewritten SQL, after the WHERE): each {self.unit} keeps "
                          f"{_count(self.max_rows, 'row')} (smallest hash of the whole row)")
         group = f" × group size {self.group_size}" if self.group_size > 1 else ""
-        lines.insert(-1, f"bounding: {'pre-aggregation' if clip else 'row truncation'} "
-                     f"(contribution = '{self.mode}'" + (f"; {_source_text(self.mode_reason)})" if self.mode_reason else ")"))
+        if self.mode_reason:  # the mode chosen for this query (dpsql.sql.perunit.choose)
+            lines.insert(-1, f"bounding: {'pre-aggregation' if clip else 'row truncation'} "
+                         f"(contribution = '{self.mode}'; {_source_text(self.mode_reason)})")
         lines.append(f"sensitivity multipliers{group}: L1 (Laplace, data-dependent) × {_num(self.l1)}, "
                      f"L2 (Gaussian) × {_num(self.l2)}")
         return lines

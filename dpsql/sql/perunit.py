@@ -226,8 +226,8 @@ def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bo
     >>> choose(UnitBounds("id", 5), None, None, False, False, ["DP_MEDIAN(x)"]).mode_reason
     'chosen: DP_MEDIAN(x) needs rows'
     """
-    if not units.by_id:
-        return units
+    if not units.by_id or per_unit:
+        return units  # a row unit, or one row per unit: nothing to bound either way
     why = refusal(units, grouped, per_unit, needs_rows)
     given = asked if asked not in (None, "auto") else policy if policy not in (None, "auto") else None
     if given == CLIP and why is not None:
