@@ -143,8 +143,24 @@ def aggregates(prepared: t.Iterable[t.Any], value: t.Callable[[int], str]) -> li
     for prep in prepared:
         i = prep.agg.index
         stats = prep.stats(exp.column(value(i)) if prep.agg.arg is not None else None)
-        out.append(Aggregate(i, stats, prep.per_unit()))
+        out.append(Aggregate(i, {name: _partial_sum(expr) for name, expr in stats.items()}, prep.per_unit()))
     return out
+
+
+def _partial_sum(expr: exp.Expression) -> exp.Expression:
+    """A unit's partial of ``SUM(CAST(d AS BIGINT))`` written ``SUM(d)``: DuckDB sums it exactly
+    (HUGEINT) as before; Spark sums a BIGINT in a BIGINT (with ANSI off, as dpsql runs it, an
+    overflow wraps: only a unit of more than 2^32 rows could reach it, and its partial is still a
+    function of its own rows, clipped after), not in the DECIMAL(38, 0) the exact total needs.
+    The total over the units is exact on both engines (:func:`sums`).
+
+    >>> _partial_sum(exp.Sum(this=exp.Cast(this=exp.column("d"), to=exp.DataType.build("BIGINT")))).sql()
+    'SUM(d)'
+    """
+    cast = expr.this if isinstance(expr, exp.Sum) else None
+    if isinstance(cast, exp.Cast) and cast.to.is_type(exp.DataType.Type.BIGINT):
+        return exp.Sum(this=cast.this.copy())
+    return expr
 
 
 def source(rows: str, keys: list[str], unit: str, aggregates: t.Sequence[Aggregate],
@@ -187,12 +203,13 @@ FROM (SELECT __u, COUNT(*) AS __p0_n FROM (SELECT 1 AS __u) AS __rows_in GROUP B
 
 def sums(i: int, stats: t.Mapping[str, exp.Expression]) -> dict[str, exp.Expression]:
     """The statistics of aggregate ``i`` over the pre-aggregated ``__src``: each the SUM of its
-    clipped partial.
+    clipped partial, exact (HUGEINT; Spark's DECIMAL(38, 0)).
 
-    >>> {k: v.sql() for k, v in sums(2, {"n": exp.Count(this=exp.Star())}).items()}
-    {'n': 'SUM(__p2_n)'}
+    >>> {k: v.sql("duckdb") for k, v in sums(2, {"n": exp.Count(this=exp.Star())}).items()}
+    {'n': 'SUM(CAST(__p2_n AS INT128))'}
     """
-    return {name: exp.Sum(this=exp.column(partial(i, name))) for name in stats}
+    return {name: exp.Sum(this=exp.Cast(this=exp.column(partial(i, name)), to=exp.DataType.build("HUGEINT")))
+            for name in stats}
 
 
 def refusal(units: UnitBounds, grouped: bool, per_unit: bool,
