@@ -143,22 +143,25 @@ def aggregates(prepared: t.Iterable[t.Any], value: t.Callable[[int], str]) -> li
     for prep in prepared:
         i = prep.agg.index
         stats = prep.stats(exp.column(value(i)) if prep.agg.arg is not None else None)
-        out.append(Aggregate(i, {name: _partial_sum(expr) for name, expr in stats.items()}, prep.per_unit()))
+        kinds = prep.per_unit()
+        out.append(Aggregate(i, {name: _partial_sum(expr, kinds[name]) for name, expr in stats.items()}, kinds))
     return out
 
 
-def _partial_sum(expr: exp.Expression) -> exp.Expression:
-    """A unit's partial of ``SUM(CAST(d AS BIGINT))`` written ``SUM(d)``: DuckDB sums it exactly
-    (HUGEINT) as before; Spark sums a BIGINT in a BIGINT (with ANSI off, as dpsql runs it, an
-    overflow wraps: only a unit of more than 2^32 rows could reach it, and its partial is still a
-    function of its own rows, clipped after), not in the DECIMAL(38, 0) the exact total needs.
-    The total over the units is exact on both engines (:func:`sums`).
+def _partial_sum(expr: exp.Expression, kind: Kind) -> exp.Expression:
+    """A unit's partial of ``SUM(CAST(d AS BIGINT))`` written ``SUM(d)`` when every d is below
+    2^31 in magnitude: DuckDB sums it exactly (HUGEINT) as before; Spark sums it in a BIGINT,
+    not in the DECIMAL(38, 0) the exact total needs (with ANSI off, as dpsql runs it, only a unit
+    of more than 2^32 rows could wrap it, and its partial is still a function of its own rows,
+    clipped after). The total over the units is exact on both engines (:func:`sums`).
 
-    >>> _partial_sum(exp.Sum(this=exp.Cast(this=exp.column("d"), to=exp.DataType.build("BIGINT")))).sql()
-    'SUM(d)'
+    >>> d = exp.Sum(this=exp.Cast(this=exp.column("d"), to=exp.DataType.build("BIGINT")))
+    >>> _partial_sum(d, ("total", 0, 2**31 - 1)).sql(), _partial_sum(d, ("scaled", 0, 2**62)).sql()
+    ('SUM(d)', 'SUM(CAST(d AS BIGINT))')
     """
     cast = expr.this if isinstance(expr, exp.Sum) else None
-    if isinstance(cast, exp.Cast) and cast.to.is_type(exp.DataType.Type.BIGINT):
+    small = max(abs(kind[1]), abs(kind[2])) < 2**31
+    if small and isinstance(cast, exp.Cast) and cast.to.is_type(exp.DataType.Type.BIGINT):
         return exp.Sum(this=cast.this.copy())
     return expr
 
