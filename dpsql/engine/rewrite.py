@@ -295,7 +295,7 @@ def rewrite(plan: Plan, target: Target = DUCKDB) -> Rewritten:
             ctes[0] = f"{SRC} AS NOT MATERIALIZED ({src})"
         ctes.append(f"{build.HIST} AS ({build.histogram(shared[1])})")
     ctes.append(f"{STATS} AS ({grouped})")
-    if plan.dropped is not None:  # report_dropped: one row of counts, joined to every group
+    if plan.dropped is not None and plan.units is not None:  # report_dropped: one row of counts, joined to every group
         ctes.append(f"{perunit.CUT} AS ({perunit.dropped(rows, keys, build.UNIT, plan.units).sql(dialect='duckdb')})")
     subqueries = _subqueries(plan, keys, shared, ctes, out)
 
