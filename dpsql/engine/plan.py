@@ -363,9 +363,8 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None) ->
     dropped = _dropped(bound, bounds, Cost(epsilon=eps_share), parts) if opts.report_dropped else None
     _check_split(bound, parts)
 
-    bounds = perunit.choose(bounds, opts.contribution, getattr(bound.table, "contribution", None), bool(bound.group_by),
-                            bound.per_unit,
-                            [p.label for p in prepared if p.per_unit() is None])
+    bounds = perunit.choose(bounds, opts.contribution, getattr(bound.table, "contribution", None),
+                            bool(bound.group_by), bound.per_unit, [p.label for p in prepared if p.per_unit() is None])
     ctx = dataclasses.replace(ctx, unit_note=bounds.note)
     total = Cost()
     for part in parts:
