@@ -217,7 +217,11 @@ def _widths(widths: t.Any, kept: int) -> np.ndarray:
     if widths is None:
         return np.full(kept, np.nan)
     out = np.asarray(widths, dtype=np.float64).ravel()
-    return out if out.size == kept else np.full(kept, np.nan)
+    if out.size != kept:
+        return np.full(kept, np.nan)
+    # one value for every group may come as a read-only view (stride 0): later steps write
+    # into the widths (bounds found privately blank them), so they get an array of their own
+    return out if out.flags.writeable else out.copy()
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:
