@@ -325,3 +325,37 @@ def test_bounds_found_privately_release_under_pre_aggregation(units: int, found:
     (total, count), = res.fetchall()
     assert (total is not None) == found and con.budget.spent.epsilon == pytest.approx(5)
     assert count == pytest.approx(2 * units, abs=200)
+
+
+# -- exhaustive: every dataset of two small units and every unit neighbour ------------------------
+
+
+@pytest.mark.parametrize("relation,neighbouring,units", [("add_remove", "add_remove", 1), ("union", "replace", 2)])
+def test_every_unit_neighbour_of_every_small_dataset_moves_each_part_at_most_its_sensitivity(
+        relation: str, neighbouring: str, units: int) -> None:
+    """dpsql.admin.bruteforce enumerates every dataset of 1 unit (add_remove: its neighbours hold
+    0 or 2) or 2 units (union) of up to 3 rows from a universe
+    with values below, inside and above [L, U] = [-4, 10] (k = 2, so units over the bound are
+    clipped and re-weighted), and every unit neighbour (``union``: a unit's rows replaced by 0 to
+    3 others, dpsql's ``replace``); the pre-aggregated statement runs on each."""
+    from dpsql.admin import bruteforce
+
+    query = ("SELECT DP_COUNT(*), DP_SUM(x), DP_MEAN(x), DP_VAR(x) FROM t "
+             "WITH (epsilon = 1, contribution = 'clip')")
+    claim = Claim(policy(neighbouring, 2), query)
+    memo: dict[t.Any, dict] = {}
+
+    def parts(x: t.Any) -> dict:
+        if x not in memo:
+            rows = [(i + 1, "a", v) for i, unit in enumerate(x) for v in unit]
+            memo[x] = claim.groups(rows).get((), {})
+        return memo[x]
+
+    worst = 0.0
+    for prep in claim.prepared.plan.prepared:
+        for name, part in prep.parts.items():
+            l1, _ = bruteforce.vector_sensitivity(lambda x, p=prep, n=name: {0: parts(x).get(p.label, {}).get(n, 0.0)},
+                                                  [-9.0, 3.0, 14.0], units, relation, max_rows=3)
+            assert l1 <= part.sensitivity * (1 + 1e-9), (prep.label, name, l1, part.sensitivity)
+            worst = max(worst, l1 / part.sensitivity)
+    assert worst > 0.9  # a unit over the bound at a clipped end reaches the claim
