@@ -359,3 +359,17 @@ def test_every_unit_neighbour_of_every_small_dataset_moves_each_part_at_most_its
             assert l1 <= part.sensitivity * (1 + 1e-9), (prep.label, name, l1, part.sensitivity)
             worst = max(worst, l1 / part.sensitivity)
     assert worst > 0.9  # a unit over the bound at a clipped end reaches the claim
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_row_truncation_with_groups_still_holds_its_claim(mechanism: str, relation: str) -> None:
+    """tests/test_units.py's brute force now meets pre-aggregation wherever g is in force (auto
+    picks it there); row truncation with g, asked for, is checked here the same way."""
+    query = QUERIES["grouped"].format(opts=MECHANISMS[mechanism].replace("'clip'", "'truncate'"))
+    claim = Claim(policy(relation, 3, max_groups_per_unit=2, max_rows_per_group_per_unit=2), query)
+    assert claim.prepared.plan.units.mode == "truncate" and "DENSE_RANK()" in claim.prepared.sql
+    worst, problems = check(claim, datasets=3, seed=zlib.crc32(f"truncate{mechanism}{relation}".encode()),
+                            relation=relation)
+    assert not problems, problems[:5]
+    assert worst > 0.5
