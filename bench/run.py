@@ -3,6 +3,7 @@
     python bench/run.py --all [--peers] [--huge] [--repeat 5] [--releases 300]
     python bench/run.py [--rows 10000000] [--repeat 5] [--only NAME ...] [--json out.json]
     python bench/run.py --units [--rows 10000000] [--repeat 3]
+    python bench/run.py --tpch [--sf 1] [--repeat 3]
 
 ``--all`` runs everything and rewrites ``docs/benchmarks.md`` and ``docs/img/bench-*.png``:
 
@@ -21,7 +22,8 @@
 Without ``--all`` it runs the speed cases once at ``--rows`` in this process, as it always has.
 ``--units`` runs only the privacy-unit cases (:mod:`bench.units`, ``--rows`` rows of a quarter
 as many units, in a child process) and replaces their section of ``docs/benchmarks.md``.
-``python -m bench`` is the same command.
+``--tpch`` runs only the 22 TPC-H queries under customer-level DP (:mod:`bench.tpch`) and replaces
+their section. ``python -m bench`` is the same command.
 """
 
 from __future__ import annotations
@@ -192,6 +194,24 @@ def run_units_only(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_tpch_only(args: argparse.Namespace) -> int:
+    """``--tpch``: the 22 TPC-H queries under customer-level DP (:mod:`bench.tpch`, in a child
+    process) and their section in docs/benchmarks.md."""
+    from bench import tpch
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = OUT / f"tpch-sf{args.sf:g}.json"
+    cmd = [sys.executable, "-m", "bench.tpch", "--sf", str(args.sf), "--repeat", str(args.repeat), "--json", str(out)]
+    if subprocess.run(cmd, cwd=str(ROOT), timeout=args.size_timeout).returncode != 0:
+        log("TPC-H not measured: the run failed")
+        return 1
+    command = "python bench/run.py " + " ".join(shlex.quote(a) for a in (args.argv or []))
+    page = Path(args.docs) / "benchmarks.md"
+    tpch.write_section(tpch.section(json.loads(out.read_text()), command.strip()), page)
+    log(f"wrote the TPC-H section of {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
+    return 0
+
+
 def repl_startup(runs: int = 10) -> dict[str, t.Any]:
     script = ROOT / "bench" / "repl_startup.py"
     if not script.exists():
@@ -314,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--units", action="store_true",
                     help="only the privacy-unit cases (--rows rows, a quarter as many units); rewrites their "
                          "section of docs/benchmarks.md")
+    ap.add_argument("--tpch", action="store_true",
+                    help="only TPC-H under customer-level DP (bench/tpch.py, --sf); rewrites its section of the docs")
+    ap.add_argument("--sf", type=float, default=1.0, help="with --tpch: the TPC-H scale factor")
     ap.add_argument("--peers", action="store_true", help="with --all: also the other DP systems")
     ap.add_argument("--huge", action="store_true", help="with --all: also 100M rows (when the memory allows)")
     ap.add_argument("--sizes", type=int, nargs="*", help="with --all: these table sizes instead")
@@ -332,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_all(args)
     if args.units:
         return run_units_only(args)
+    if args.tpch:
+        return run_tpch_only(args)
     out = run_speed(args.rows, args.repeat, args.only, log=log)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     if tumult is not None:
         print(f"Tumult Analytics: {json.dumps(tumult)}", file=sys.stderr, flush=True)
     if args.generic:
-        from dpsql.sql.target import SparkTarget
+        from dpsql.compile.spark import SparkCompiler
 
-        SparkTarget.value_histogram = lambda self, node: None  # type: ignore[method-assign]
+        SparkCompiler.value_histogram = lambda self, node: None  # type: ignore[method-assign]
 
     from pyspark.sql import SparkSession
 

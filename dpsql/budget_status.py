@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from dpsql.display import html_lines, html_table, render_table
 from dpsql.privacy.budget import Cost, format_cost
-from dpsql.privacy.ledger import Entry, Ledger
+from dpsql.privacy.ledger import BudgetLedger, Entry
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class BudgetStatus:
     history: list[Entry]
 
     @classmethod
-    def of(cls, ledger: Ledger) -> "BudgetStatus":
+    def of(cls, ledger: BudgetLedger) -> "BudgetStatus":
         """What ``ledger`` records now."""
         spent = ledger.spent()
         return cls(total=ledger.budget.total, spent=spent, remaining=ledger.budget.remaining(spent),

@@ -25,13 +25,14 @@ from dpsql.engine.sandbox import harden
 from dpsql.engine.sources import expose_registered, open_sources, with_files
 from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError, QueryCancelled
 from dpsql.privacy.budget import Cost, format_cost, to_kind
-from dpsql.privacy.ledger import Ledger
+from dpsql.privacy.ledger import BudgetLedger, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
 from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
 from dpsql.result import Result
 from dpsql.sql.depth import nested_refused
 
 if t.TYPE_CHECKING:
+    from dpsql.engine.backend import Rows
     from dpsql.engine.cancel import Cancellation
     from dpsql.engine.columns import Statistics
 
@@ -51,7 +52,7 @@ class Connection:
         self,
         con: duckdb.DuckDBPyConnection | Backend,
         policy: Policy,
-        ledger: Ledger,
+        ledger: BudgetLedger,
         noise: NoiseSource | None = None,
         located: dict[str, str] | None = None,
         *,
@@ -213,6 +214,7 @@ class Connection:
             return reused, None
         amount = self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
         guard.check()
+        rows: Rows | Statistics
         if prepared.search_sql:  # bounds found privately: their histogram first (dpsql.engine.found)
             names, rows = self.engine.statistics(prepared.search_sql)
             guard.hold()  # the charge, the query with the found bounds and the release finish
@@ -221,7 +223,8 @@ class Connection:
         # ungrouped row comes faster as a tuple: an Arrow export costs about 0.4 ms)
         rewritten = prepared.rewritten
         assert rewritten is not None
-        fetch = self.engine.statistics_columns if rewritten.keys else self.engine.statistics
+        fetch: t.Callable[..., tuple[list[str], Rows | Statistics]] = (
+            self.engine.statistics_columns if rewritten.keys else self.engine.statistics)
         if rewritten.tables:  # a public key domain, handed to the engine as data
             names, rows = fetch(rewritten.statement, rewritten.arrow_tables)
         else:

@@ -62,26 +62,39 @@ def bind_parameters(text: str, params: Sequence[t.Any] | Mapping[str, t.Any]) ->
     for node in placeholders:
         key = str(node.this)
         _check_position(node, key)
-        if numbered:
-            if not key.isdigit():
-                raise ParameterError(f"placeholder ${key} is named, but the parameters are a sequence; "
-                                     "pass a mapping, or use ? placeholders")
-            index = int(key)
-            if not 1 <= index <= len(params):
-                raise ParameterError(f"placeholder ${key} has no parameter: {len(params)} given")
-            value = params[index - 1]
-        else:
-            if key.isdigit():
-                raise ParameterError(f"placeholder ${key} is numbered, but the parameters are a mapping; "
-                                     "use $name placeholders, or pass a sequence")
-            if key not in params:
-                raise ParameterError(f"placeholder ${key} has no parameter in the mapping")
-            value = params[key]
         used.add(key)
-        node.replace(literal(value, key))
+        node.replace(literal(_value(params, key, numbered), key))
     if numbered and len(used) != len(params):
         raise ParameterError(f"the statement has {len(used)} placeholders but {len(params)} parameters were given")
     return to_sql(tree)
+
+
+def _value(params: Sequence[t.Any] | Mapping[str, t.Any], key: str, numbered: bool) -> t.Any:
+    """The parameter of placeholder ``$key``: by position (from 1) when ``params`` is a
+    sequence (``numbered``), else by name.
+
+    >>> _value([10, 20], "2", True), _value({"a": 1}, "a", False)
+    (20, 1)
+    >>> _value({"a": 1}, "1", False)
+    Traceback (most recent call last):
+    dpsql.params.ParameterError: placeholder $1 is numbered, but the parameters are a mapping; use $name placeholders, or pass a sequence
+    """
+    if numbered and isinstance(params, Sequence):
+        if not key.isdigit():
+            raise ParameterError(f"placeholder ${key} is named, but the parameters are a sequence; "
+                                 "pass a mapping, or use ? placeholders")
+        index = int(key)
+        if not 1 <= index <= len(params):
+            raise ParameterError(f"placeholder ${key} has no parameter: {len(params)} given")
+        return params[index - 1]
+    if not isinstance(params, Mapping):  # bind_parameters refuses it before any placeholder
+        raise ParameterError(f"parameters must be a sequence or a mapping, not {type(params).__name__}")
+    if key.isdigit():
+        raise ParameterError(f"placeholder ${key} is numbered, but the parameters are a mapping; "
+                             "use $name placeholders, or pass a sequence")
+    if key not in params:
+        raise ParameterError(f"placeholder ${key} has no parameter in the mapping")
+    return params[key]
 
 
 def _has_placeholders(text: str) -> bool:

@@ -1,9 +1,10 @@
-"""The backend contract: a third engine is one Backend subclass (and a SQL target when its SQL
-differs from DuckDB's), defined here and nowhere else.
+"""The backend contract: a third engine is one Backend subclass and one compiler (with a SQL
+target naming it), defined here and nowhere else.
 
-The toy backend runs the statistics on the standard library's sqlite3. Its target writes the
-statement dpsql builds (DuckDB SQL, the reference form) in SQLite's dialect and refuses the
-forms SQLite cannot run; ``dpsql.connect(backend, policy)`` then answers DP queries, DESCRIBE,
+The toy backend runs the statistics on the standard library's sqlite3. Its compiler, a
+subclass of DuckDB's (:class:`dpsql.compile.compiler.Compiler`), writes the statement from its
+typed plan in SQLite's dialect, overriding one form (the FROM chain, from the bound relation);
+its target refuses the forms SQLite cannot run; ``dpsql.connect(backend, policy)`` then answers DP queries, DESCRIBE,
 SHOW TABLES, SHOW ALL TABLES, information_schema and zero-row probes through the same pipeline
 as DuckDB and Spark. Callers of the boundary use what :class:`Backend` declares: no probing of
 members, no branches on an engine's name.
@@ -22,6 +23,8 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
+from dpsql.compile.compiler import Compiler, register
+from dpsql.compile.plan import Relation
 from dpsql.engine.backend import Backend, Tables
 from dpsql.errors import BindError, Error, ExecutionError, PrivacyError
 from dpsql.privacy.noise import SeededNoise
@@ -36,8 +39,21 @@ ROOT = Path(__file__).resolve().parent.parent
 _TYPES = {"INTEGER": "BIGINT", "REAL": "DOUBLE", "TEXT": "VARCHAR", "BLOB": "BLOB"}
 
 
+@register("sqlite")
+class SQLiteCompiler(Compiler):
+    """The statistics statement in SQLite's dialect: DuckDB's forms, printed by sqlglot's SQLite
+    generator, with the private table read from the bound relation rather than DuckDB's text."""
+
+    dialect = "sqlite"
+
+    def relation(self, rel: Relation) -> tuple[exp.Expression, list[exp.Join]]:
+        node = rel.table.copy()
+        node.set("alias", exp.TableAlias(this=exp.to_identifier("__t")))
+        return node, []
+
+
 class SQLiteTarget(Target):
-    """DuckDB's statement as SQLite runs it: sqlglot's transpile. Grouped statements use
+    """SQLite's gate and flags; public SQL (DuckDB's) is transpiled. Grouped statements use
     forms SQLite lacks (``* EXCLUDE``, named columns of a ``VALUES`` alias), so the toy
     answers ungrouped queries only."""
 
@@ -161,7 +177,8 @@ def test_a_dp_query_runs_on_the_third_engine(con) -> None:
     with dpsql.connect(":memory:", POLICY, setup=_duckdb, noise=SeededNoise(7)) as duck:
         assert res.fetchall() == duck.sql(QUERY).fetchall()
     prepared = con.prepare(QUERY)
-    assert prepared.sql == SQLiteTarget().finish(prepared.rewritten.statement)  # what SQLite ran
+    assert isinstance(prepared.rewritten.compiler, SQLiteCompiler)  # the statement SQLite ran is its compiler's
+    assert prepared.sql == prepared.rewritten.statement and "AS INTEGER)" in prepared.sql and "BIGINT" not in prepared.sql
     assert "SUM(" in con.explain(QUERY)
 
 

@@ -18,8 +18,12 @@ from fractions import Fraction
 import duckdb
 import numpy as np
 import pytest
+from sqlglot import exp
 
 from dpsql.admin import bruteforce
+from dpsql.compile.clip import fixed_point
+from dpsql.compile.compiler import Compiler
+from dpsql.compile.spark import SparkCompiler
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import prepare
 from dpsql.mechanisms.fixed import BITS, FixedPoint, integers, whole
@@ -238,19 +242,24 @@ def test_the_grid_keeps_every_integer_and_every_square_in_a_bigint(bounds: tuple
             assert abs(fixed.value(fixed.step(v)) - Fraction(v)) <= fixed.unit + abs(fixed.centre - Fraction(fixed.origin))
 
 
+def _fixed_sql(fixed: FixedPoint) -> str:
+    """d of the column ``x`` on ``fixed``'s grid, as DuckDB's compiler writes it."""
+    return fixed_point(exp.column("x"), fixed, Compiler(DUCKDB).integer).sql(dialect="duckdb")
+
+
 def test_the_sql_clamp_keeps_any_value_in_the_integer_range() -> None:
     """NaN, ±inf, huge and NULL values, and integer columns: d stays in [A, B] (NULL stays NULL)."""
     con = duckdb.connect()
     values = [math.nan, math.inf, -math.inf, 1e308, -1e308, None, 1e9, 1e9 + 0.0005, 0.0, 5e-324]
     for bounds in (MEAN_BOUNDS, VAR_BOUNDS, (-3.5, 1e-3)):
         for fixed in (FixedPoint.values(*bounds, whole=False), FixedPoint.centred(*bounds)):
-            sql = fixed.sql("x", DUCKDB.integer)
+            sql = _fixed_sql(fixed)
             got = [r[0] for r in con.execute(f"SELECT {sql} FROM (SELECT UNNEST(?::DOUBLE[]) AS x)",
                                              [values]).fetchall()]
             assert got[5] is None and all(fixed.low <= d <= fixed.high for d in got if d is not None)
             assert got[0] == fixed.high and got[1] == fixed.high and got[2] == fixed.low  # NaN to B
     ints = FixedPoint.centred(-7.0, 93.0)  # an integer column through the grid: exact
-    rows = con.execute(f"SELECT {ints.sql('x', DUCKDB.integer)} FROM (SELECT UNNEST(range(-10, 100)) AS x)").fetchall()
+    rows = con.execute(f"SELECT {_fixed_sql(ints)} FROM (SELECT UNNEST(range(-10, 100)) AS x)").fetchall()
     assert [r[0] for r in rows] == [ints.step(v) for v in range(-10, 100)]
     assert all(ints.value(ints.step(v)) == v for v in range(-7, 94))
 
@@ -258,7 +267,9 @@ def test_the_sql_clamp_keeps_any_value_in_the_integer_range() -> None:
 def test_spark_sums_integers_as_decimals_and_rounds_as_duckdb() -> None:
     out = SPARK.finish("SELECT SUM(CAST(__v0 AS BIGINT)) AS a0_s, SUM(CAST(__v0 * __v0 AS BIGINT)) AS a0_q FROM t")
     assert out.count("DECIMAL(38, 0)") == 2 and "BIGINT" not in out
-    assert SPARK.integer("x") == "CAST(RINT(x) AS BIGINT)" and DUCKDB.integer("x") == "CAST(x AS BIGINT)"
+    x = exp.column("x")
+    assert SparkCompiler(SPARK).integer(x).sql("spark") == "CAST(RINT(x) AS BIGINT)"
+    assert Compiler(DUCKDB).integer(x).sql("duckdb") == "CAST(x AS BIGINT)"
     assert duckdb.connect().execute("SELECT CAST(2.5::DOUBLE AS BIGINT), CAST(3.5::DOUBLE AS BIGINT), "
                                     "CAST(-2.5::DOUBLE AS BIGINT)").fetchone() == (2, 4, -2)  # ties to even, as RINT
 

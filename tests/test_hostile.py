@@ -34,6 +34,20 @@ PATIENTS = {
     "notes": ("pid VARCHAR, words INTEGER", [("1", 3), ("01", 4)]),
 }
 
+#: Linked tables (customer ← orders ← lineitem): order key 7 under ten customers, orphans.
+LINKED = {
+    "customer": ("c_custkey BIGINT", [(c,) for c in range(1, 11)]),
+    "orders": ("o_orderkey BIGINT, o_custkey BIGINT", [(7, c) for c in range(1, 11)] + [(8, 1), (9, None)]),
+    "lineitem": ("l_orderkey BIGINT, l_quantity INTEGER",
+                 [(7, 10)] * 3 + [(8, 10), (None, 10), (None, 10), (9, 10), (9, 10), (42, 10)]),
+}
+LINKED_POLICY = {
+    "customer": {"privacy_unit": "c_custkey", "max_rows_per_unit": 1},
+    "orders": {"link": {"o_custkey": "customer.c_custkey"}, "max_rows_per_unit": 20},
+    "lineitem": {"link": {"l_orderkey": "orders.o_orderkey"}, "max_rows_per_unit": 5,
+                 "columns": {"l_quantity": {"lower": 0, "upper": 10}}},
+}
+
 
 def _policy(neighbouring: str = "add_remove") -> dict:
     pol = demo_policy(epsilon=1e9, delta=0.5)
@@ -44,6 +58,7 @@ def _policy(neighbouring: str = "add_remove") -> dict:
         "columns": {"cost": {"lower": 0, "upper": 1000}},
     }
     pol["tables"]["ext.main.staff"] = {"columns": {"pay": {"lower": 0, "upper": 100}}}
+    pol["tables"].update(LINKED_POLICY)
     for name, (schema, _) in PATIENTS.items():
         pol["tables"][name] = {"privacy_unit": schema.split()[0], "unit_name": "patient", "max_rows_per_unit": 1,
                                "columns": {"amount": {"lower": 0, "upper": 100}} if name == "bills" else {}}
@@ -70,6 +85,9 @@ def _connect(rows: str, neighbouring: str = "add_remove") -> dpsql.Connection:
         for name, (schema, patients) in PATIENTS.items():
             con.execute(f"CREATE TABLE {name} ({schema})")
             con.executemany(f"INSERT INTO {name} VALUES (?, ?)", patients)
+        for name, (schema, linked) in LINKED.items():
+            con.execute(f"CREATE TABLE {name} ({schema})")
+            con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(linked[0]))})", linked)
         con.execute("CREATE TABLE salaries (name VARCHAR, salary INTEGER)")
         con.execute("INSERT INTO salaries VALUES ('ann', 91000), ('bob', 52000)")
         # an attached database: staff is declared, hr.salaries and payroll are not

@@ -126,7 +126,7 @@ def test_the_cast_reads_no_file_and_holds_no_data(con: dpsql.Connection, tmp_pat
     secret = tmp_path / "secret.csv"
     secret.write_text("a\n42\n")
 
-    con.explain("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = [16])")
+    con.explain("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['16'])")  # text: cast
     caster = key_domains._CASTER
     assert caster is not None
     assert caster.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0] == 0

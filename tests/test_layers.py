@@ -2,7 +2,7 @@
 
 Layers, lowest first (a module may import only from its own layer or a lower one)::
 
-    errors < privacy < sql < mechanisms < engine < connection, result < admin < interfaces
+    errors < privacy < sql < mechanisms < compile < engine < connection, result < admin < interfaces
 
 Every import counts, including those inside functions (the pipeline is imported lazily so that
 ``import dpsql`` stays fast) and those only for type checking.
@@ -17,7 +17,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dpsql"
 
-LAYERS = ["errors", "privacy", "sql", "mechanisms", "engine", "top", "admin", "interfaces"]
+LAYERS = ["errors", "privacy", "sql", "mechanisms", "compile", "engine", "top", "admin", "interfaces"]
 
 
 def _module_name(path: Path) -> str:

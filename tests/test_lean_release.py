@@ -179,6 +179,7 @@ class _AsCtes(Target):
     """DuckDB's statements in the general form: ``__src`` and ``__stats`` as CTEs."""
 
     name = "duckdb, as CTEs"
+    single_select = False
 
 
 ONE_SELECT = UNGROUPED + [

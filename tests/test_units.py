@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.engine import rewrite
+from dpsql.compile.compiler import Compiler
 from dpsql.engine.plan import KeySelection
 from dpsql.errors import OptionError, PolicyError
 from dpsql.interfaces.demo import load_adult
@@ -432,7 +432,7 @@ def test_the_claim_is_tight(mechanism: str, bounds: dict, expected: dict) -> Non
 
 
 def test_negative_control_without_truncation_the_brute_force_finds_violations(monkeypatch) -> None:
-    monkeypatch.setattr(rewrite, "truncate", lambda rows, units, keys: rows)
+    monkeypatch.setattr(Compiler, "truncated", lambda self, rows, cut: rows)
     claim = Claim(policy("add_remove", 2), QUERIES["grouped"].format(opts=MECHANISMS["laplace"]))
     _, problems = check(claim, datasets=4, seed=1, relation="add_remove")
     assert problems
@@ -490,7 +490,7 @@ def test_keys_by_threshold_on_the_visits_fixture_count_patients(visits) -> None:
     prepared = visits.prepare(query)
     assert prepared.plan.selection.part.sensitivity == 3  # max_groups_per_unit of the policy
     # with g, the key count is the rows ranked first in their unit's group: the distinct units
-    assert "COUNT(*) FILTER (WHERE __r = 1) AS __keys_n" in prepared.sql
+    assert "COUNT(*) FILTER(WHERE __r = 1) AS __keys_n" in prepared.sql
     names, rows = visits.engine.statistics(prepared.sql)
     counted = {r[0]: r[names.index("__keys_n")] for r in rows}
     head = prepared.sql.split(", __stats AS", 1)[0]

@@ -61,6 +61,11 @@ class Backend(abc.ABC):
     database: str | None = None
     #: the database files the backend reads (they are part of the key of a kept release)
     files: tuple[str, ...] = ()
+    #: whether public key values are cast by this engine (a statement of literals through
+    #: :meth:`public_rows`) rather than by dpsql's private in-memory DuckDB that holds no data
+    #: (:mod:`dpsql.engine.keys`); an engine that is not DuckDB says yes, so that planning on it
+    #: opens no DuckDB
+    casts_keys: t.ClassVar[bool] = False
 
     def __init__(self) -> None:
         #: policy tables (keys) whose views dpsql created in another catalog than ``database``

@@ -99,9 +99,10 @@ class Cancellation:
         if not callable(previous):  # ignored, or the system's default: not ours to change
             signal.signal(signal.SIGINT, previous)
             return self
-        watcher: _Watcher | None = _watcher()
+        shared = _watcher()
+        watcher: _Watcher | None = shared
         try:
-            old_fd = signal.set_wakeup_fd(watcher.writer.fileno(), warn_on_full_buffer=False)
+            old_fd = signal.set_wakeup_fd(shared.writer.fileno(), warn_on_full_buffer=False)
         except (ValueError, OSError):  # no wakeup descriptor: the handler still records Ctrl-C
             watcher, old_fd = None, -1
         self._installed = (previous, old_fd, watcher, watcher.active if watcher else None)

@@ -20,6 +20,7 @@ import typing as t
 import duckdb
 
 from dpsql.engine.backend import Backend, Tables
+from dpsql.engine.sandbox import scalar
 from dpsql.errors import BindError, ExecutionError
 from dpsql.sql.target import DUCKDB
 
@@ -51,7 +52,7 @@ class DuckDBEngine(Backend):
         super().__init__()
         self.connection = con
         #: the DuckDB catalog whose schema main holds the policy's tables
-        self.database: str = con.execute("SELECT current_database()").fetchone()[0]
+        self.database: str = scalar(con, "SELECT current_database()")
         #: the database files this connection reads (none in memory)
         self.files: tuple[str, ...] = tuple(
             path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()
@@ -180,7 +181,8 @@ class DuckDBEngine(Backend):
             types = [str(d[1]) for d in cur.description]
             stats = None
             if arrow_types(types):
-                fetch = getattr(cur, "to_arrow_table", None) or cur.fetch_arrow_table
+                # fetch_arrow_table: DuckDB 1.4's name (the oldest supported), absent from newer stubs
+                fetch = getattr(cur, "to_arrow_table", None) or cur.fetch_arrow_table  # type: ignore[attr-defined]
                 with warnings.catch_warnings():
                     # "an extra copy of the rows": a few ms for 100,000 groups, and the
                     # relation API would refuse a connection with a result still open

@@ -23,9 +23,17 @@ The bin of a finite value v ≠ 0 with |v| ≥ 2^K_MIN is k = ⌊log2 |v|⌋, cl
 
 from __future__ import annotations
 
+import functools
 import typing as t
 
-from dpsql.engine.rewrite import rewrite, truncate
+import sqlglot
+from sqlglot import exp
+
+from dpsql.compile import source as source_rule
+from dpsql.compile.compiler import Compiler, compiler
+from dpsql.compile.nodes import name, number
+from dpsql.compile.plan import Column, Relation, Source, Truncation
+from dpsql.engine.rewrite import rewrite
 from dpsql.errors import InternalError
 from dpsql.privacy.approx_bounds import K_MAX, K_MIN, Found
 from dpsql.sql import build
@@ -41,61 +49,91 @@ if t.TYPE_CHECKING:
 
 #: The columns of the histogram statement.
 AGG, BIN, COUNT = "__agg", "__bin", "__n"
-#: Inner names: the value, and the exponent k of its magnitude (its bin is k - K_MIN + 1, signed).
-_X, _E = "__x", "__e"
 #: The largest finite double: ``BETWEEN -MAX AND MAX`` keeps finite values (NaN compares above
 #: every number on both engines, so it is left out as ±inf are).
 _MAX = "1.7976931348623157e308"
 
+#: One search's bins, over its value ``__v`` in ``__src``: the value ``__x``, the exponent
+#: ``__e`` of its magnitude, ⌊log2 |x|⌋ clamped to [K_MIN, K_MAX] for |x| ≥ 2^K_MIN, else NULL
+#: (the zero bin), with the engine's FLOOR(LOG2(...)) corrected by one where its logarithm
+#: rounded across a power of two; then the signed bin (k − K_MIN + 1 on the positive side).
+#: The placeholders ``__kmin``, ``__kmax``, ``__tiny``, ``__shift``, ``__max`` and ``__i`` are
+#: replaced by literals (:func:`_bins`).
+_BINS = (
+    "SELECT __i AS __agg, __bin, COUNT(*) AS __n FROM ("
+    " SELECT CASE WHEN __e IS NULL THEN 0 WHEN __x > 0 THEN __e + __shift ELSE -(__e + __shift) END AS __bin"
+    " FROM (SELECT __x, CASE WHEN ABS(__x) >= __tiny THEN LEAST(GREATEST("
+    "  CAST(FLOOR(LOG2(ABS(__x))) AS INTEGER) + CASE WHEN POWER(2.0, CAST(FLOOR(LOG2(ABS(__x))) AS INTEGER) + 1)"
+    "  <= ABS(__x) THEN 1 WHEN POWER(2.0, CAST(FLOOR(LOG2(ABS(__x))) AS INTEGER)) > ABS(__x) THEN -1 ELSE 0 END,"
+    "  __kmin), __kmax) END AS __e"
+    "  FROM (SELECT __v AS __x FROM __src WHERE __v BETWEEN -__max AND __max) AS __q) AS __q"
+    ") AS __q GROUP BY __bin"
+)
 
-def _exponent(x: str) -> str:
-    """⌊log2 |x|⌋ clamped to [K_MIN, K_MAX] for |x| ≥ 2^K_MIN, else NULL (the zero bin): the
-    engine's FLOOR(LOG2(...)) corrected by one where its logarithm rounded across a power of two."""
-    a, e = f"ABS({x})", f"CAST(FLOOR(LOG2(ABS({x}))) AS INTEGER)"
-    k = f"{e} + CASE WHEN POWER(2.0, {e} + 1) <= {a} THEN 1 WHEN POWER(2.0, {e}) > {a} THEN -1 ELSE 0 END"
-    return f"CASE WHEN {a} >= {2.0 ** K_MIN!r} THEN LEAST(GREATEST({k}, {K_MIN}), {K_MAX}) END"
+
+@functools.cache
+def _template() -> exp.Select:
+    """:data:`_BINS` parsed once, its constants in place."""
+    constants = {"__kmin": number(K_MIN), "__kmax": number(K_MAX), "__tiny": number(2.0 ** K_MIN),
+                 "__shift": number(1 - K_MIN), "__max": number(_MAX)}
+    tree = sqlglot.parse_one(_BINS, read="duckdb")
+    for c in list(tree.find_all(exp.Column)):
+        if c.name in constants:
+            c.replace(constants[c.name].copy())
+    assert isinstance(tree, exp.Select)
+    return tree
 
 
-def _source(plan: "Plan") -> str:
+def _bins(index: int, value: str, comp: Compiler) -> exp.Select:
+    """The bins of one search: :func:`_template` for aggregate ``index`` and value column
+    ``value``, with the engine's base-2 logarithm (sqlglot reads ``LOG2(x)`` as ``LOG(2, x)``)."""
+    tree = _template().copy()
+    for c in list(tree.find_all(exp.Column)):
+        if c.name == "__i":
+            c.replace(number(index))
+        elif c.name == "__v":
+            c.set("this", name(value))
+    for log in list(tree.find_all(exp.Log)):
+        log.replace(comp.log2(log.expression))
+    return tree
+
+
+def _source(plan: "Plan") -> Source:
     """The rows the query reads, with the raw value of each searched aggregate as a DOUBLE:
     the rewrite's ``__src`` (same FROM chain, WHERE and truncation), before clipping."""
     bound, units = plan.bound, plan.units
     keys = build.keys(len(bound.group_by))
     by_id = units is not None and units.by_id and not bound.per_unit  # a per-unit subquery: one row per unit
     searched = {s.index for s in plan.searches}
-    projections = [f"TRY_CAST({total(p.agg.arg).sql(dialect='duckdb')} AS DOUBLE) AS {build.value(p.agg.index)}"
-                   for p in plan.prepared if p.agg.index in searched and p.agg.arg is not None]
+    double = exp.DataType(this=exp.DataType.Type.DOUBLE)
+    values = [Column(build.value(p.agg.index), exp.TryCast(this=total(p.agg.arg), to=double.copy()))
+              for p in plan.prepared if p.agg.index in searched and p.agg.arg is not None]
+    grouped: tuple[Column, ...] = ()
+    truncation = None
     if by_id:
         assert bound.unit is not None and units is not None
         if units.by_groups:  # the truncation keeps g groups per unit: it needs the keys
-            projections += [f"{total(g).sql(dialect='duckdb')} AS {k}" for k, g in zip(keys, bound.group_by)]
-        projections.append(f"{total(bound.unit).sql(dialect='duckdb')} AS {build.UNIT}")
-        projections.append(f"HASH({', '.join(bound.hashed)}) AS {build.ROW_HASH}")
-    src = f"SELECT {', '.join(projections)} FROM {bound.from_sql}"
-    if bound.where:
-        src += " WHERE " + " AND ".join(total(w).sql(dialect="duckdb") for w in bound.where)
-    if by_id:
-        assert units is not None
-        src = truncate(src, units, keys if units.by_groups else [])
-    return src
+            grouped = tuple(Column(k, total(g)) for k, g in zip(keys, bound.group_by))
+        truncation = Truncation.of(units, keys if units.by_groups else ())
+    assert bound.relation is not None
+    return Source(Relation(bound.relation, tuple(bound.joins), bound.from_sql),
+                  where=tuple(total(w) for w in bound.where), keys=grouped, values=tuple(values),
+                  unit=total(bound.unit) if by_id and bound.unit is not None else None,
+                  hashed=tuple(bound.hashed) if by_id else (), truncation=truncation)
 
 
 def statement(plan: "Plan", target: Target | None = None) -> str:
     """The histogram statement of ``plan``'s searches, as ``target`` runs it (DuckDB's form by default)."""
     if not plan.searches:
         raise InternalError("the plan has no bounds to find")
-    parts = []
-    shift = 1 - K_MIN  # bin j = k - K_MIN + 1 on the positive side
-    for search in plan.searches:
-        v = build.value(search.index)
-        values = f"SELECT {v} AS {_X} FROM {build.SRC} WHERE {v} BETWEEN -{_MAX} AND {_MAX}"
-        exponents = f"SELECT {_X}, {_exponent(_X)} AS {_E} FROM ({values}) AS {build.RAW}"
-        bins = (f"SELECT CASE WHEN {_E} IS NULL THEN 0 WHEN {_X} > 0 THEN {_E} + {shift} ELSE -({_E} + {shift}) END "
-                f"AS {BIN} FROM ({exponents}) AS {build.RAW}")
-        parts.append(f"SELECT {search.index} AS {AGG}, {BIN}, COUNT(*) AS {COUNT} FROM ({bins}) AS {build.RAW} "
-                     f"GROUP BY {BIN}")
-    sql = f"WITH {build.SRC} AS ({_source(plan)}) " + " UNION ALL ".join(parts)
-    return (target or DUCKDB).finish(sql)
+    comp = compiler(target or DUCKDB)
+    rows = source_rule.source(_source(plan), comp)
+    parts = [_bins(s.index, build.value(s.index), comp) for s in plan.searches]
+    tree: exp.Expression = parts[0]
+    for part in parts[1:]:
+        tree = exp.Union(this=tree, expression=part, distinct=False)
+    tree.set("with_", exp.With(expressions=[comp.cte(build.SRC, rows)]))
+    return comp.sql(comp.finish(tree))
 
 
 def counts(names: list[str], rows: t.Any) -> dict[int, dict[int, int]]:
@@ -127,7 +165,7 @@ def replan(first: "Plan", policy: "Policy", found: dict[int, Found],
     """
     from dpsql.engine.plan import plan as make_plan
 
-    p = make_plan(first.bound, policy, found=found)
+    p = make_plan(first.bound, policy, found=found, domain=first.public_keys)
     if p.cost != first.cost:
         raise InternalError("the plan with the bounds found costs other than what was charged")
     return p, (rewrite(p) if target is None else rewrite(p, target))

@@ -31,7 +31,7 @@ WAITING = ("this query finds its bounds privately: its statistics statement is w
 if t.TYPE_CHECKING:
     import pyarrow as pa
 
-    from dpsql.engine.backend import Backend
+    from dpsql.engine.backend import Backend, Rows
     from dpsql.engine.columns import Statistics
     from dpsql.engine.plan import Plan
     from dpsql.engine.release import Released
@@ -165,7 +165,7 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
         return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
     target.check_query(parsed.this)  # after every refusal the engines share
     try:
-        p = plan(bound, policy)
+        p = plan(bound, policy, engine=engine)
     except ValueError as err:
         # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
         # infinite): it depends on the query alone, so say why, as a dpsql error.
@@ -256,11 +256,13 @@ def _release_found(prepared: PreparedQuery, names: list[str], rows: t.Any, noise
     bounds = found.choose(prepared.plan, names, rows, noise)
     p, rewritten = found.replan(prepared.plan, prepared.policy, bounds, prepared.target)
     final = dataclasses.replace(prepared, plan=p, rewritten=rewritten, search_sql="")
-    fetch = engine.statistics_columns if rewritten.keys else engine.statistics
-    stats = fetch(rewritten.statement, rewritten.arrow_tables) if rewritten.tables else fetch(rewritten.statement)
+    fetch: t.Callable[..., tuple[list[str], Rows | Statistics]] = (
+        engine.statistics_columns if rewritten.keys else engine.statistics)
+    stat_names, stats = (fetch(rewritten.statement, rewritten.arrow_tables) if rewritten.tables
+                         else fetch(rewritten.statement))
     from dpsql.engine.release import release as release_rows
 
-    released = release_rows(p, rewritten, *stats, noise)
+    released = release_rows(p, rewritten, stat_names, stats, noise)
     found.annotate(p, released)  # before the post-processing reads the released columns
     return _output(final, released, engine), released
 

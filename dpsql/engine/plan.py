@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing as t
 from dataclasses import dataclass, field
 
 from dpsql.engine.keys import KeyDomain, public_domain
@@ -42,6 +43,9 @@ from dpsql.sql import perunit
 from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.sql.suggest import did_you_mean
+
+if t.TYPE_CHECKING:
+    from dpsql.engine.backend import Backend
 
 
 @dataclass
@@ -121,7 +125,8 @@ class Plan:
             lines += self.units.explain()
         if self.bound.group_by:
             if self.public_keys is not None:
-                lines.append(f"group keys: public domain of {len(self.public_keys)} keys")
+                source = f" ({self.public_keys.source})" if self.public_keys.source else ""
+                lines.append(f"group keys: public domain of {len(self.public_keys)} keys{source}")
             elif self.selection is not None:
                 s = self.selection
                 counted = f"{self.units.unit}s" if self.units is not None and self.units.by_id else "rows"
@@ -141,6 +146,7 @@ class Plan:
                 facts = "bounds: found privately first (above); the sensitivity and noise scale follow from them"
             else:
                 facts = "; ".join(f"{k}: {v}" for k, v in prep.explain().items())
+                facts += f"; {prep.agg.bounds_note}" if prep.agg.bounds_note else ""
             lines.append(f"{prep.label}: mechanism {mech}, spends {prep.cost}; {facts}")
         return lines
 
@@ -285,7 +291,8 @@ def _search_share(share: Cost) -> tuple[Cost, Cost]:
     return search, Cost(epsilon=share.epsilon - search.epsilon, delta=share.delta, rho=share.rho - search.rho)
 
 
-def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None) -> Plan:
+def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None, engine: "Backend | None" = None,
+         domain: KeyDomain | None = None) -> Plan:
     """Plan ``bound`` (a DP query) under ``policy``; refusals depend on query and policy only.
 
     Each aggregate's mechanism is checked once (:meth:`Mechanism.check`), then the options
@@ -298,6 +305,10 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None) ->
     search (:class:`BoundsSearch`) and plans its release with the rest: with the bounds
     ``found`` (after the search ran, :mod:`dpsql.engine.found`), or else with the widest
     bounds the search can return, so that nothing refused depends on what it finds.
+
+    ``engine`` reads the key domains of public tables' columns and casts key parts when it
+    casts keys itself (:mod:`dpsql.engine.keys`); ``domain``: the key domain planned already
+    (a plan made again with the bounds found keeps its first plan's keys).
     """
     opts = bound.options
     aggregates = _with_bounds(bound.aggregates, found)
@@ -319,7 +330,7 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None) ->
 
     if opts.keys is not None and not bound.group_by:
         raise OptionError("option 'keys' needs a GROUP BY")
-    public_keys = public_domain(bound) if bound.group_by else None
+    public_keys = domain if domain is not None else public_domain(bound, engine) if bound.group_by else None
     need_selection = bool(bound.group_by) and public_keys is None
     # With rho, the query's delta only converts ρ into (ε, δ) for an (ε, δ) ledger.
     delta = 0.0 if opts.rho is not None else (opts.delta or 0.0)

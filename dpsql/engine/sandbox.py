@@ -9,6 +9,7 @@ allowlist is the first.
 from __future__ import annotations
 
 import os
+import typing as t
 
 import duckdb
 
@@ -34,6 +35,18 @@ REQUIRED_SETTINGS = frozenset({
 })
 
 
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[t.Any] | None = None) -> t.Any:
+    """The value of a statement that returns one row of one column (a count, a setting).
+
+    >>> scalar(duckdb.connect(), "SELECT 40 + ?", [2])
+    42
+    """
+    row = (con.execute(sql) if params is None else con.execute(sql, params)).fetchone()
+    if row is None:  # not for the statements dpsql runs here: each returns exactly one row
+        raise Error(f"DuckDB returned no row for: {sql}")
+    return row[0]
+
+
 def settings(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """The current value (lower case) of every setting of :data:`HARDENING` this DuckDB has, with
     the others it lists. Some releases accept a setting that ``duckdb_settings()`` does not list
@@ -42,7 +55,7 @@ def settings(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     for name, _ in HARDENING:
         if name not in current:
             try:
-                current[name] = str(con.execute(f"SELECT current_setting('{name}')").fetchone()[0]).lower()
+                current[name] = str(scalar(con, f"SELECT current_setting('{name}')")).lower()
             except duckdb.Error:
                 pass  # no such setting in this DuckDB
     return current
@@ -82,10 +95,8 @@ def _private_temp_directory(con: duckdb.DuckDBPyConnection) -> None:
     import shutil
     import tempfile
 
-    current = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
-    path = con.execute(
-        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
-    ).fetchone()[0]
+    current = scalar(con, "SELECT current_setting('temp_directory')")
+    path = scalar(con, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
     if current != (f"{path}.tmp" if path else ".tmp"):
         return
     private = tempfile.mkdtemp(prefix="dpsql-spill-")

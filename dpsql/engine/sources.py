@@ -222,13 +222,14 @@ def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list
     """Create the view of ``tp`` over its files in ``catalog``; the files it reads."""
     import duckdb
 
+    from dpsql.engine.sandbox import scalar
+
     where = f"tables.{tp.name}.source"
     shown = " ".join(tp.source)
     reader, files = source_files(tp)
-    exists = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE lower(table_catalog) = ? "
-        "AND lower(table_schema) = ? AND lower(table_name) = ?", [catalog.lower(), tp.schema, tp.table_name]
-    ).fetchone()[0]
+    exists = scalar(
+        con, "SELECT count(*) FROM information_schema.tables WHERE lower(table_catalog) = ? "
+        "AND lower(table_schema) = ? AND lower(table_name) = ?", [catalog.lower(), tp.schema, tp.table_name])
     if exists:
         raise PolicyError(f"{where}: the database already holds a table {tp.name}; a table with a source "
                           "must be a name the database does not use")

@@ -95,6 +95,8 @@ class SparkEngine(Backend):
     #: ``schema.name``; there is no DuckDB catalog to qualify them with
     database: str | None = None
     files: tuple[str, ...] = ()
+    #: public key values are cast by Spark itself: planning opens no DuckDB
+    casts_keys = True
 
     def __init__(self, session: t.Any) -> None:
         super().__init__()

@@ -128,7 +128,9 @@ def _statements(text: str) -> list[tuple[str, int]]:
         tokens = DPSQL().tokenize(text)
     except TokenError:
         return [(text.strip(), 1)]  # one statement: parsing it says what cannot be read
-    out, begin, first = [], 0, None
+    out: list[tuple[str, int | None]] = []
+    first: int | None = None  # the line of the statement's first token
+    begin = 0
     for tok in tokens:
         if tok.token_type == TokenType.SEMICOLON:
             out.append((text[begin:tok.start], first))

@@ -54,17 +54,24 @@ class DPSQLMagics(Magics):
                 _error(err, where)
                 return None
             except KeyboardInterrupt as err:
-                if getattr(err, "result", None) is not None:  # released before Ctrl-C: shown
-                    _display(err.result)
+                released = getattr(err, "result", None)  # a QueryCancelled after the release
+                if released is not None:  # released before Ctrl-C: shown
+                    _display(released)
                 raise
         if out is not None and result is not None:
-            self.shell.user_ns[out] = result
+            self._namespace()[out] = result
         return result
+
+    def _namespace(self) -> dict[str, t.Any]:
+        """The notebook's variables (the magic is registered on a shell, so it has one)."""
+        if self.shell is None:
+            raise Error("%%dpsql runs inside IPython or Jupyter, after %load_ext dpsql")
+        return self.shell.user_ns
 
     def _connection(self, name: str | None) -> t.Any:
         from dpsql.connection import Connection
 
-        namespace = self.shell.user_ns
+        namespace = self._namespace()
         if name is not None:
             if name not in namespace:
                 raise Error(f"no variable {name} in the notebook; open one with {name} = dpsql.connect(...)")

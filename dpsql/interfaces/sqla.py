@@ -26,6 +26,18 @@ from sqlalchemy.pool import QueuePool, SingletonThreadPool
 
 from dpsql import dbapi as dpsql_dbapi
 
+if t.TYPE_CHECKING:  # SQLAlchemy 2's reflection types (1.4 has none; the annotations stay strings)
+    from sqlalchemy.engine.interfaces import (
+        IsolationLevel,
+        ReflectedCheckConstraint,
+        ReflectedColumn,
+        ReflectedForeignKeyConstraint,
+        ReflectedIndex,
+        ReflectedPrimaryKeyConstraint,
+        ReflectedTableComment,
+        ReflectedUniqueConstraint,
+    )
+
 _MAJOR = int(sqlalchemy.__version__.split(".")[0])
 _TRUE = ("1", "true", "yes", "on")
 
@@ -121,10 +133,10 @@ class DpsqlDialect(default.DefaultDialect):
     def do_commit(self, dbapi_connection: t.Any) -> None:
         dbapi_connection.commit()
 
-    def get_isolation_level(self, dbapi_connection: t.Any) -> str:
+    def get_isolation_level(self, dbapi_connection: t.Any) -> IsolationLevel:
         return "AUTOCOMMIT"
 
-    def get_default_isolation_level(self, dbapi_conn: t.Any) -> str:
+    def get_default_isolation_level(self, dbapi_conn: t.Any) -> IsolationLevel:
         return "AUTOCOMMIT"
 
     def set_isolation_level(self, dbapi_connection: t.Any, level: str) -> None:
@@ -155,17 +167,17 @@ class DpsqlDialect(default.DefaultDialect):
     def get_view_names(self, connection: t.Any, schema: str | None = None, **kw: t.Any) -> list[str]:
         return []
 
-    def get_temp_table_names(self, connection: t.Any, **kw: t.Any) -> list[str]:
+    def get_temp_table_names(self, connection: t.Any, schema: str | None = None, **kw: t.Any) -> list[str]:
         return []
 
-    def get_temp_view_names(self, connection: t.Any, **kw: t.Any) -> list[str]:
+    def get_temp_view_names(self, connection: t.Any, schema: str | None = None, **kw: t.Any) -> list[str]:
         return []
 
     def has_table(self, connection: t.Any, table_name: str, schema: str | None = None, **kw: t.Any) -> bool:
         return table_name.lower() in {n.lower() for n in self.get_table_names(connection, schema)}
 
     def get_columns(self, connection: t.Any, table_name: str, schema: str | None = None,
-                    **kw: t.Any) -> list[dict[str, t.Any]]:
+                    **kw: t.Any) -> list[ReflectedColumn]:
         rows = self._rows(connection, "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
                                       "WHERE table_schema = ? AND lower(table_name) = lower(?) ORDER BY ordinal_position",
                           (schema or "main", table_name))
@@ -177,27 +189,27 @@ class DpsqlDialect(default.DefaultDialect):
                  "autoincrement": False} for name, dtype, nullable in rows]
 
     def get_pk_constraint(self, connection: t.Any, table_name: str, schema: str | None = None,
-                          **kw: t.Any) -> dict[str, t.Any]:
+                          **kw: t.Any) -> ReflectedPrimaryKeyConstraint:
         return {"constrained_columns": [], "name": None}
 
     def get_foreign_keys(self, connection: t.Any, table_name: str, schema: str | None = None,
-                         **kw: t.Any) -> list[dict[str, t.Any]]:
+                         **kw: t.Any) -> list[ReflectedForeignKeyConstraint]:
         return []
 
     def get_indexes(self, connection: t.Any, table_name: str, schema: str | None = None,
-                    **kw: t.Any) -> list[dict[str, t.Any]]:
+                    **kw: t.Any) -> list[ReflectedIndex]:
         return []
 
     def get_unique_constraints(self, connection: t.Any, table_name: str, schema: str | None = None,
-                               **kw: t.Any) -> list[dict[str, t.Any]]:
+                               **kw: t.Any) -> list[ReflectedUniqueConstraint]:
         return []
 
     def get_check_constraints(self, connection: t.Any, table_name: str, schema: str | None = None,
-                              **kw: t.Any) -> list[dict[str, t.Any]]:
+                              **kw: t.Any) -> list[ReflectedCheckConstraint]:
         return []
 
     def get_table_comment(self, connection: t.Any, table_name: str, schema: str | None = None,
-                          **kw: t.Any) -> dict[str, t.Any]:
+                          **kw: t.Any) -> ReflectedTableComment:
         return {"text": None}
 
     def get_view_definition(self, connection: t.Any, view_name: str, schema: str | None = None,

@@ -62,7 +62,7 @@ from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.fixed import FixedPoint
-    from dpsql.privacy.noise import NoiseSource
+    from dpsql.privacy.noise import Column, NoiseSource
     from dpsql.sql.bind import BoundAggregate
     from dpsql.sql.options import Options
 
@@ -137,7 +137,7 @@ class NoisyPart:
             return int(round(noise.gaussian(float(value), self.scale)))  # post-processing
         return noise.gaussian(float(value), self.scale)
 
-    def add_many(self, values: t.Sequence[float], noise: "NoiseSource") -> list[float]:
+    def add_many(self, values: "Column", noise: "NoiseSource") -> "Column":
         """:meth:`add` for many groups at once (one sampler call per part, not per group)."""
         if self.kind == "laplace":
             return noise.add_many("laplace_int" if self.integer else "laplace", values, self.scale)
@@ -202,6 +202,12 @@ class Prepared(abc.ABC):
         :meth:`subquery` computes, when that is what it computes; None otherwise. The rewrite may
         then build their histogram once, read ``__stats`` from it, and ask
         :meth:`order_subquery` for the subquery over it."""
+        return None
+
+    def value_counts(self) -> str | None:
+        """The column of :meth:`subquery` that holds the histogram of the value column as a
+        list ``[{v, c}]`` of every distinct non-NULL value and its count, when it returns one
+        (an engine may then read ``COUNT(v)`` from it rather than aggregate the rows again)."""
         return None
 
     def order_subquery(self, values: "Values") -> exp.Select:

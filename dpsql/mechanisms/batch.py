@@ -96,9 +96,9 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
         return cls({name: object_column((g.get(name) for g in groups), len(groups)) for name in names},
                    len(groups))
 
-    def array(self, name: str) -> np.ndarray:
+    def array(self, name: str) -> "np.ndarray | Lists":
         """The statistic ``name`` of every group: int64 or float64 as held when it has no NULL,
-        else the Python values (an object array)."""
+        else the Python values (an object array); a :class:`Lists` as it is."""
         if name in self.nulls:
             return self.column(name)
         col = self.columns.get(name)
@@ -125,6 +125,8 @@ class Groups(t.Sequence[t.Mapping[str, t.Any]]):
     def numbers(self, name: str) -> np.ndarray:
         """The statistic as float64, NULL read as 0 (as :func:`dpsql.mechanisms.base.num`)."""
         col = self.columns.get(name)
+        if isinstance(col, Lists):
+            raise TypeError(f"statistic {name} is a list per group, not a number")
         if col is None:
             col = np.full(self.size, None, dtype=object)
         if col.dtype != object:

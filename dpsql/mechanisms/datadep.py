@@ -160,6 +160,8 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
 
 
 # ----------------------------------------------------------------------------- SQL
+# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the
+# note there): carried verbatim on DuckDB, parsed once by Spark's compiler.
 def _rank(n: str, p: Fraction) -> str:
     """r = max(1, ⌈p·n⌉) in exact integer arithmetic (p as a fraction)."""
     return f"GREATEST(1, (CAST({n} AS HUGEINT) * {p.numerator} + {p.denominator - 1}) // {p.denominator})"

@@ -254,6 +254,8 @@ def rank_error(eps_prime: float, lower: float, upper: float, confidence: float, 
 
 
 # -- SQL ---------------------------------------------------------------------------------------
+# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the
+# note there): carried verbatim on DuckDB, parsed once by Spark's compiler.
 
 
 def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> str:
@@ -384,6 +386,9 @@ class _QuantilePrepared(Prepared):
     def order_values(self, source: str, keys: list[str], v: str | None) -> build.Values:
         assert v is not None
         return build.Values(source, tuple(keys), v, self.lower, self.upper, self.integer)
+
+    def value_counts(self) -> str | None:
+        return self.column if self.histogram else None
 
     def order_subquery(self, values: build.Values) -> exp.Select:
         sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)

@@ -19,7 +19,7 @@ clamp is the clip: a value outside [L, U] goes to the end of the range, NULL sta
 to B and ±inf to the ends, as the clip does. d stands for the value a + d·2^g. g, a, A and B
 come from the bounds alone, never from the data. The rounding is to the nearest integer, ties to
 even: DuckDB's CAST of a DOUBLE to BIGINT, Spark's ``CAST(RINT(...) AS BIGINT)`` (its CAST
-truncates; :meth:`dpsql.sql.target.Target.integer`), so both engines compute the same d.
+truncates; ``integer`` of :mod:`dpsql.compile.compiler`), so both engines compute the same d.
 
 * :meth:`FixedPoint.values` (SUM): a = 0, 2^g = 2^(e − 31) for max(|L|, |U|) < 2^e,
   [A, B] = the nearest steps of L and U. The step is 2^−30 of
@@ -141,23 +141,11 @@ class FixedPoint:
         return self.value(min(max(Fraction(total, n), Fraction(self.low)), Fraction(self.high)))
 
     def step(self, x: float) -> int:
-        """d of the value ``x`` computed exactly (what :meth:`sql` gives whenever its floating-point
+        """d of the value ``x`` computed exactly (what :func:`dpsql.compile.clip.fixed_point` gives whenever its floating-point
         steps are exact, e.g. for integers; otherwise within one step of it)."""
         if self.integer:
             return min(max(round(x), self.low), self.high)
         return round(min(max((Fraction(x) - Fraction(self.origin)) / self.unit, Fraction(self.low)), Fraction(self.high)))
-
-    def sql(self, x: str, integer: t.Callable[[str], str]) -> str:
-        """d of the value ``x`` (SQL text of a number): ``integer(clamp((x − a)·2^−g))``, where
-        ``integer`` rounds a DOUBLE that is a BIGINT to the nearest integer, ties to even
-        (:meth:`dpsql.sql.target.Target.integer`)."""
-        assert not self.integer
-        if self.origin:
-            sign = "-" if self.origin > 0 else "+"
-            x = f"{x} {sign} {double_literal(abs(self.origin))}"
-        t_ = f"({x}) * {double_literal(math.ldexp(1.0, -self.exponent))}"
-        lo, hi = double_literal(float(self.low)), double_literal(float(self.high))
-        return integer(f"CASE WHEN {t_} < {lo} THEN {lo} WHEN {t_} > {hi} THEN {hi} ELSE {t_} END")
 
     def describe(self) -> str:
         """For EXPLAIN: the grid and the integer range."""

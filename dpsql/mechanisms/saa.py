@@ -105,6 +105,8 @@ def changed_chunks(ctx: Context) -> int:
     return per * group_size
 
 
+# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the note
+# there): carried verbatim on DuckDB, parsed once by Spark's compiler.
 def chunk_sql(source: str, unit_key: str, k: int) -> str:
     """The chunk of a source row: ``hash(__u) % k``.
 

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
+from typing import Protocol
 
 from dpsql.errors import LedgerError
 from dpsql.privacy import releases
@@ -52,7 +53,7 @@ from dpsql.privacy.ledger_file import (
 )
 from dpsql.privacy.releases import StoredRelease
 
-__all__ = ["Entry", "Ledger", "StoredRelease", "format_total"]
+__all__ = ["BudgetLedger", "Entry", "Ledger", "StoredRelease", "format_total"]
 
 #: ``detail`` of the zero-cost entry that records a change of the total
 TOTAL_CHANGED = "total changed from {old} to {new}"
@@ -73,6 +74,29 @@ class Entry:
     detail: str
     #: who spent it: the server's user name, or ``connect(..., user=...)``; empty when unnamed
     user: str = ""
+
+
+class BudgetLedger(Protocol):
+    """What a connection checks and charges: a :class:`Ledger`, or a view of one (a server
+    user's share, ``dpsql.interfaces.server.pool.UserLedger``)."""
+
+    path: str | None
+    kind: str
+    budget: Budget
+
+    def charge(self, cost: Cost, query: str = "", detail: str = "", *, user: str = "") -> int: ...
+
+    def spent(self) -> Cost: ...
+
+    def remaining(self) -> Cost: ...
+
+    def history(self) -> list[Entry]: ...
+
+    def find_release(self, key: str, max_age: float, /) -> StoredRelease | None: ...
+
+    def store_release(self, key: str, entry: int, payload: bytes, /) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class Ledger:

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     import numpy as _np
     import opendp.prelude as dp
 
+    #: values of many groups, as :meth:`NoiseSource.add_many` takes and returns them: a list, or
+    #: a numpy column (int64 or float64)
+    Column = Sequence[float] | _np.ndarray
+
 __all__ = ["GRID_BITS", "grid_exponent", "grid_points", "snap", "laplace_scale",
            "gaussian_sigma_zcdp", "gaussian_sigma_approx", "gaussian_delta", "laplace_ci",
            "gaussian_ci", "NoiseSource", "SecureNoise", "SeededNoise", "default_noise"]
@@ -251,7 +255,7 @@ class NoiseSource:
             if self._bernoulli_exp((abs(y) - sigma2 / t) ** 2 / (2 * sigma2)):
                 return int(value) + y
 
-    def add_many(self, kind: str, values: Sequence[float], scale: float) -> list[float]:
+    def add_many(self, kind: str, values: Column, scale: float) -> Column:
         """``values`` each with independent noise of ``kind`` (``laplace``, ``gaussian``,
         ``laplace_int``, ``gaussian_int``) and the same scale: the same law as one call per value.
         A source may return a numpy array (int64 or float64) for a numpy column of ``values``."""
@@ -382,7 +386,7 @@ class SecureNoise(NoiseSource):
             return super().laplace_int(value, scale)
         return int(_measurement("laplace_int", float(unit), 0)(int(value)))
 
-    def add_many(self, kind: str, values: Sequence[float], scale: float) -> list[float]:
+    def add_many(self, kind: str, values: Column, scale: float) -> Column:
         if len(values) < 2 or (kind.endswith("_int") and _num("scale", scale) > _SATURATES):
             return super().add_many(kind, values, scale)
         scale = _num("scale", scale)
@@ -456,7 +460,7 @@ class SeededNoise(NoiseSource):
         return self._gen.normal(0.0, _num("sigma", sigma), size)
 
 
-def _column(values: Sequence[float], cast: type) -> Any:
+def _column(values: Column, cast: type) -> Any:
     """``values`` as a list of ``cast`` (int or float), refusing NaN and infinities as ``_num``
     does; a numpy column of groups (int64 or float64) is checked and converted in numpy and
     stays a numpy array (int64 for ``int``, float64 for ``float``), with the same values."""
@@ -464,14 +468,15 @@ def _column(values: Sequence[float], cast: type) -> Any:
     if dtype is not None and getattr(values, "ndim", 0) == 1 and dtype.kind in "if":
         import numpy
 
+        column = numpy.asarray(values)  # the array itself (it is one), typed as one
         # copy=False: the samplers never write to the column they are given
         if dtype.kind == "i":  # int64 → float64 rounds to nearest, as float(int) does
-            return values.astype(numpy.int64 if cast is int else numpy.float64, copy=False)  # type: ignore[attr-defined]
-        finite = bool(numpy.isfinite(values).all())
+            return column.astype(numpy.int64 if cast is int else numpy.float64, copy=False)
+        finite = bool(numpy.isfinite(column).all())
         if finite and cast is float:
-            return values.astype(numpy.float64, copy=False)  # type: ignore[attr-defined]
-        if finite and bool((numpy.abs(values) < 2.0**53).all()):
-            return values.astype(numpy.int64)  # type: ignore[attr-defined]  # truncates, as int()
+            return column.astype(numpy.float64, copy=False)
+        if finite and bool((numpy.abs(column) < 2.0**53).all()):
+            return column.astype(numpy.int64)  # truncates, as int()
     return [int(v) for v in values] if cast is int else [_num("value", v, False) for v in values]
 
 

@@ -22,6 +22,9 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     max_rows_per_unit = 5                # k: at most 5 rows per patient (enforced in SQL)
     max_groups_per_unit = 3              # g (optional): in a GROUP BY, at most 3 groups per patient
     max_rows_per_group_per_unit = 2      # r (optional, needs g; default k): at most 2 rows in each
+    [tables.notes]
+    link = { visit_id = "visits.visit_id" }  # each note is a visit's, and so its patient's
+    max_rows_per_unit = 20               # notes per patient (dpsql.privacy.links)
     [tables.zips]
     public = true
     [tables."sales.orders"]               # a table of schema sales
@@ -60,6 +63,7 @@ Tables not named in the policy are not readable at all: dpsql denies by default.
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -70,9 +74,11 @@ from pathlib import Path
 
 from dpsql.errors import Error, PolicyError, did_you_mean
 from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.datebounds import date_bounds
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
+from dpsql.privacy.links import Link, check_link_columns, renamed_links, resolve_links, table_link
 from dpsql.privacy.smartnoise import from_smartnoise, looks_like_smartnoise
 
 NEIGHBOURING = ("add_remove", "replace")
@@ -88,6 +94,8 @@ class ColumnPolicy:
     lower: float | None = None
     upper: float | None = None
     keys: tuple[t.Any, ...] | None = None
+    #: a date column's first and last day (``bounds = ["1992-01-01", "1998-12-31"]``)
+    dates: tuple[datetime.date, datetime.date] | None = None
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -120,6 +128,10 @@ class TablePolicy:
     join_truncation: Truncation | None = None
     #: data files (paths or globs, absolute) dpsql opens as this table; empty: a table of the database
     source: tuple[str, ...] = ()
+    #: the row of another table each row belongs to (dpsql.privacy.links); ``privacy_unit`` is
+    #: then the unit column of ``unit_root``, the unit table the links reach
+    link: Link | None = None
+    unit_root: str | None = None
 
     def column(self, name: str) -> ColumnPolicy:
         return self.columns.get(name.lower(), ColumnPolicy())
@@ -221,6 +233,7 @@ class Policy:
                 raise PolicyError(f"tables.{key}: names the same table as tables.{was[new]} "
                                   f"(database {database} is the connection's own)")
             tables[new], was[new] = (tp if new == key else replace(tp, name=new)), key
+        tables.update(renamed_links(tables, {old: new for new, old in was.items()}))
         return moved
 
     @property
@@ -245,7 +258,9 @@ def check_against_catalog(policy: Policy, columns: t.Callable[[str], "dict[str, 
         have = columns(name)
         if have is None:
             continue
-        if tp.privacy_unit != "row" and tp.privacy_unit not in have:
+        if tp.link is not None:
+            check_link_columns(tp, have, columns(tp.link.table))
+        elif tp.privacy_unit != "row" and tp.privacy_unit not in have:
             raise PolicyError(
                 f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
                 f"{did_you_mean(tp.privacy_unit, have, exact=True)}"
@@ -272,7 +287,7 @@ def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
     where = f"tables.{table}.columns.{name}"
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table of lower/upper/keys")
-    unknown = set(spec) - {"lower", "upper", "keys", "type", "nullable", "private_id", "cardinality"}
+    unknown = set(spec) - {"lower", "upper", "keys", "type", "nullable", "private_id", "cardinality", "bounds"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     lower = _num(f"{where}.lower", spec["lower"]) if "lower" in spec else None
@@ -288,7 +303,7 @@ def _column(table: str, name: str, spec: t.Any) -> ColumnPolicy:
         if len(set(map(repr, keys))) != len(keys):
             raise PolicyError(f"{where}.keys lists a key twice")
         keys = tuple(keys)
-    return ColumnPolicy(lower=lower, upper=upper, keys=keys)
+    return ColumnPolicy(lower=lower, upper=upper, keys=keys, dates=date_bounds(where, spec.get("bounds")))
 
 
 def _source(where: str, value: t.Any, base: Path | None) -> tuple[str, ...]:
@@ -313,7 +328,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
     unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "source", "unit_name",
-                           "join_truncation", "contribution"}
+                           "join_truncation", "contribution", "link"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     parts = name.split(".")
@@ -325,6 +340,9 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     unit = spec.get("privacy_unit", "row")
     if not isinstance(unit, str) or not unit:
         raise PolicyError(f"{where}.privacy_unit must be 'row' or a column name")
+    link = table_link(where, spec)
+    if link is not None:
+        unit = link.column  # an id unit (found through the link: dpsql.privacy.links)
     for bound in UNIT_BOUNDS:
         value = spec.get(bound, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -375,7 +393,9 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
         unit_name=unit_name.strip().lower() if unit_name else None,
         join_truncation=truncation,
         contribution=contribution,
+        link=link,
     )
+
 
 
 def _budget(spec: t.Any) -> tuple[Budget, str | None]:
@@ -432,6 +452,7 @@ def policy_from_dict(data: dict[str, t.Any], source: str | None = None) -> Polic
             raise PolicyError(f"tables.{n}: a table with a source is opened in the connection's own "
                               "database; name it table or schema.table")
         tables[tp.name] = tp
+    tables = resolve_links(tables)
     attach = _attach(data.get("attach", {}), base)
     group_size = data.get("group_size", 1)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:

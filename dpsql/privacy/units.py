@@ -58,7 +58,9 @@ Unit keys (:func:`unit_key_problem`)
     ``'01'``, ``' 1'`` and ``'+1'`` all cast to the INTEGER 1, the DOUBLEs 1.4 and 0.6 to 1)
     while the truncation partitions each table by its own values, so one person would be
     several units and the bound would not hold. Unit columns of two types are refused, with
-    the fix, before anything runs.
+    the fix, before anything runs. Tables linked to a unit (:mod:`dpsql.privacy.links`) have no
+    unit column of their own: their unit is read in the unit column's type, so every table
+    partitions by the same values.
 """
 
 from __future__ import annotations

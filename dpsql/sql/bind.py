@@ -32,7 +32,9 @@ from dpsql.sql.argtypes import check_argument_type, check_argument_types
 from dpsql.sql.build import BASE
 from dpsql.sql.dialect import DPAgg, DPAggregate, DPQuantile, DPQuery
 from dpsql.sql.guards import check_functions, check_statement
+from dpsql.sql.intervals import derive_argument
 from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
+from dpsql.sql.keysource import KeySource, key_sources
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
 from dpsql.sql.relation import Relation
@@ -80,6 +82,8 @@ class BoundAggregate:
     #: the bounds are found privately before the release (dpsql.privacy.approx_bounds): ``lower``
     #: and ``upper`` are None here, and the planner fills them in
     auto_bounds: bool = False
+    #: how the bounds were derived from the columns' (dpsql.sql.intervals), for EXPLAIN; None otherwise
+    bounds_note: str | None = None
 
     @property
     def label(self) -> str:
@@ -111,6 +115,8 @@ class Bound:
     group_columns: list[str | None] = field(default_factory=list)
     #: for each group expression, its DuckDB type (public key domains are cast to it)
     group_types: list[str] = field(default_factory=list)
+    #: for each group expression, a public domain besides the policy's keys (dpsql.sql.keysource)
+    group_sources: list[KeySource | None] = field(default_factory=list)
     aggregates: list[BoundAggregate] = field(default_factory=list)
     #: post-processing SELECT over the noisy table ``__noisy(__k0.., __a0..)``
     outer: exp.Select | None = None
@@ -283,6 +289,7 @@ def _bind_select(
         group_labels=[g.sql(dialect="duckdb") for g in user_groups],
         group_columns=group_columns,
         group_types=group_types,
+        group_sources=key_sources(group_by, rel, database),
         aggregates=aggregates,
         outer=outer,
         output_names=names,
@@ -340,7 +347,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
     arg = node.this if not isinstance(node.this, exp.Star) else None
     lower = _literal_number(node.args.get("lower"), f"the lower bound of {label}")
     upper = _literal_number(node.args.get("upper"), f"the upper bound of {label}")
-    inner, inner_args, column, column_table = None, [], None, None
+    inner, inner_args, column, column_table, note = None, [], None, None, None
     distinct = distinct_unit = False
     if isinstance(node, DPAgg):
         inner, inner_args = _bind_dp_agg(node, rel, index)
@@ -363,6 +370,8 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
     if lower is None and arg is not None and node.statistic is not Statistic.COUNT and not found:
         owner_table = rel.owner(arg)
         bounds = owner_table[0].column(column).bounds if column and owner_table else None
+        derived = derive_argument(arg, rel, catalog) if bounds is None and not column else None
+        bounds, note = ((derived.lower, derived.upper), derived.note) if derived else (bounds, None)
         found = bounds is None and auto
         if bounds is None and column and owner_table:  # a text column needs converting first, not bounds
             check_argument_type(label, node, column, (catalog(owner_table[0].name) or {}).get(column))
@@ -385,7 +394,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
         quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
                           inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit,
-                          column_table=column_table, auto_bounds=found)
+                          column_table=column_table, auto_bounds=found, bounds_note=note)
 
 
 #: The literal (second) argument of these is a quantile, not a value.

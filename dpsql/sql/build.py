@@ -144,14 +144,6 @@ def value_rows(rows: t.Iterable[t.Sequence[t.Any]]) -> str:
     return ", ".join(f"({', '.join(map(literal, row))})" for row in rows)
 
 
-def typed_keys(types: t.Sequence[str], source: str) -> str:
-    """The key domain ``source`` (text columns ``__k0``, ...) cast to the group types ``types``,
-    as the FROM item ``__keys``."""
-    names = keys(len(types))
-    casts = ", ".join(f"CAST({k} AS {dtype}) AS {k}" for k, dtype in zip(names, types))
-    return f"(SELECT {casts} FROM {source}) AS {KEYS}"
-
-
 def same_keys(left: str, right: str, names: t.Sequence[str], *also: str) -> str:
     """The join of two per-group relations: ``left.k IS NOT DISTINCT FROM right.k`` for every
     key (NULL is a key like any other), then the conditions ``also``; ``TRUE`` if none."""
@@ -179,6 +171,12 @@ UP_TO_HERE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
 
 
 # -- order statistics ----------------------------------------------------------------------------
+
+# Still text, on purpose for now: a mechanism's per-group subquery is one template (the CTEs of
+# its order statistics or chunks), carried into the statement as one node
+# (:func:`dpsql.mechanisms.base.raw_select`) and printed as it is, so that no plan parses or
+# prints it on DuckDB; Spark's compiler parses it once (:mod:`dpsql.compile.spark`). Building
+# these as trees from prepared templates is the next step of the typed statement.
 
 #: Buckets of the order-statistics histogram (a power of two: a cheap hash aggregate, and few
 #: distinct values per bucket). They decide only which rows the second pass reads.

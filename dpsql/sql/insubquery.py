@@ -1,8 +1,49 @@
-"""``x IN (SELECT c FROM public_table [WHERE ...])`` in a DP query: a filter by public values.
+"""Subqueries that filter the rows of a DP query: ``IN (SELECT ...)`` and ``[NOT] EXISTS (...)``.
 
-The subquery reads one public table: its rows are public, and whether a private row is in the set
-depends on that row and public values only, like any WHERE. Everything else in a subquery over
-private rows stays refused (see :mod:`dpsql.sql.allow`).
+Two shapes are bound, each a filter whose outcome for a row depends on that row and on rows that
+one person's change cannot reach through any other row:
+
+* **over a public table**: ``x IN (SELECT c FROM public_table [WHERE p])`` and
+  ``EXISTS (SELECT ... FROM public_table WHERE p)``. The subquery's rows are public, so whether a
+  private row is kept depends on that row and public values only, like any WHERE.
+* **over a private table of the same privacy unit** (a semi join, TPC-H Q4, Q21, Q22):
+  ``[NOT] EXISTS (SELECT ... FROM t2 WHERE t2.unit = outer.unit AND p)`` and
+  ``x [NOT] IN (SELECT c FROM t2 WHERE t2.unit = outer.unit AND p)`` (or, without the equality,
+  ``unit [NOT] IN (SELECT unit_of_t2 FROM t2 [WHERE p])``). The equality on the unit, a conjunct
+  of the subquery's WHERE, is required: it is what keeps the filter inside one person's rows.
+
+Sensitivity of the same-unit semi join (the proof EXPLAIN's unit line relies on)
+    Write a database ``D`` as the disjoint union of ``D_v``, the rows of each unit ``v`` in every
+    table (a row of ``t2`` is the unit's whose value its unit column holds). Let ``R(D)`` be the
+    outer relation before the filter: a private table, possibly joined along its unit with other
+    tables of that unit and with public tables, so that each row ``r`` carries one unit
+    ``unit(r)`` and the rows of ``R(D)`` of unit ``v`` are a function of ``D_v`` and public data.
+    The filter keeps ``r`` iff ``∃ s ∈ t2(D): s.unit = unit(r) ∧ p(r, s)`` (or its negation, or
+    the three-valued IN over ``{c(s) : s.unit = unit(r) ∧ p(r, s)}``). Every ``s`` with
+    ``s.unit = unit(r)`` is in ``D_unit(r)``, since ``=`` holds for no NULL, and the unit columns
+    are of one type (:func:`dpsql.privacy.units.unit_key_problem`), so ``=`` equates exactly the
+    values the per-unit truncation tells apart. Hence the filter's outcome for ``r`` is
+    ``f(r, D_unit(r))``, and the filtered relation's rows of unit ``v`` are a function of
+    ``D_v`` and public data alone. Adding or removing one unit ``u`` (all of ``D_u``) therefore
+    changes only the rows of unit ``u``, exactly as a row-wise WHERE would; the per-unit bounds
+    (``max_rows_per_unit``, groups per unit, ...) then hold as they are, and every sensitivity
+    the plan derives for the relation with a row-wise filter is unchanged: the semi join
+    multiplies nothing (factor 1). Without the unit equality the outcome for ``r`` could depend
+    on another person's rows (one person's row could switch every other person's rows in or
+    out), which is why it is refused. ``tests/test_semijoin.py`` checks this by brute force over
+    every person's removal and addition on small tables, with a negative control (the equality
+    check lifted) that the brute force catches.
+
+``unit [NOT] IN (SELECT unit_of_t2 FROM t2 ...)`` runs with the unit equality made explicit, so a
+row of ``t2`` whose unit is NULL belongs to nobody and is in no one's set (plain SQL would make
+every ``NOT IN`` NULL because of it: one such row would drop everyone's rows).
+
+A correlated equality on a *link* key (``l_orderkey = o_orderkey`` once ``lineitem`` links to
+``orders``, TPC-H Q4 and Q21) is not accepted yet: it equates rows of one unit only where the
+linked column is a key, so its rewrite must add the unit equality through the link's join
+(``_correlated`` is where it goes, with links). Everything else in a subquery over private rows stays refused (see
+:mod:`dpsql.sql.allow`). The SQL the filter becomes is total: values are cast with TRY_CAST and
+predicates wrapped so that no row can make it fail.
 """
 
 from __future__ import annotations
@@ -13,9 +54,15 @@ import zlib
 from sqlglot import exp
 
 from dpsql.errors import PrivacyError
+from dpsql.privacy.policy import TablePolicy
+from dpsql.privacy.units import unit_key_problem
+from dpsql.sql.allow import check_rowwise
 from dpsql.sql.joins import Catalog, Declared, qualified
 from dpsql.sql.relation import Columns, Relation
+from dpsql.sql.size import COLUMN, Bound, inlined
 from dpsql.sql.total import total
+
+_SHAPE = "SELECT ... FROM public_table [WHERE ...], or FROM a table of the same unit"
 
 
 def _refuse(msg: str) -> t.NoReturn:
@@ -26,45 +73,184 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
-def public_in(declared: Declared, catalog: Catalog, database: str | None) -> t.Callable[[exp.In, Relation], exp.Expression]:
-    """A binder of ``x IN (SELECT c FROM public_table [WHERE p])`` for :class:`Relation`.
+def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """The top-level AND terms of ``node`` (parentheses removed).
 
-    The subquery reads one public table: its rows are public, and whether a private row is in
-    the set depends on that row and public values only, like any WHERE. ``x`` is bound over the
-    private rows (allowed expressions only) and cast to ``c``'s type, so that no value can make
-    the comparison fail; ``p`` is checked like a private predicate and made total too.
+    >>> [_sql(c) for c in _conjuncts(exp.maybe_parse("a = 1 AND (b = 2 AND c < 3)"))]
+    ['a = 1', 'b = 2', 'c < 3']
     """
-    def bind(node: exp.In, rel: Relation) -> exp.Expression:
-        sub = node.args["query"]
-        query = sub.this if isinstance(sub, exp.Subquery) else sub
-        what = "IN (SELECT ...)"
-        if not isinstance(query, exp.Select) or any(
-                v for k, v in query.args.items() if k not in ("expressions", "from_", "where")):
-            _refuse(f"{what} in a DP query may only be SELECT column FROM public_table [WHERE ...]")
+    if node is None:
+        return []
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+class _Inner:
+    """The subquery's one table under a reserved alias, and the resolution of the names in its
+    WHERE: a name of the inner table (unqualified, or qualified by its alias), else the outer
+    query's (a correlated reference)."""
+
+    def __init__(self, node: exp.Expression, query: exp.Select, declared: Declared, catalog: Catalog,
+                 what: str) -> None:
         source = query.args.get("from_")
         table = source.this if source is not None else None
-        if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier) or \
-                len(query.expressions) != 1 or not isinstance(query.expressions[0], exp.Column):
-            _refuse(f"{what} in a DP query may only be SELECT column FROM public_table [WHERE ...]")
+        if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+            _refuse(f"{what} in a DP query may only be {_SHAPE}")
         if any(v for k, v in table.args.items() if k not in ("this", "db", "catalog", "alias")):
             _refuse(f"{what}: table-level operators (TABLESAMPLE, PIVOT, ...) are not allowed in a DP query")
-        tp = declared(table)
-        if not tp.public:
-            _refuse(f"{what} over private table {tp.name} is not allowed: its rows would decide which "
-                    "private rows are kept; only public tables may filter a DP query this way")
-        types = catalog(tp.name) or {}
-        alias = (table.alias_or_name or table.name).lower()
-        name = f"__i{zlib.crc32(node.sql().encode()) % 10**8}"
-        columns: Columns = {c: exp.column(c, table=name, quoted=True) for c in types}
-        inner = Relation(tp, columns, alias)
-        col = inner.column(query.expressions[0], what)
-        where = ""
-        if query.args.get("where") is not None:
-            where = " WHERE " + _sql(total(inner.substitute(query.args["where"].this, what)))
-        value = rel.substitute(node.this, what)
-        ctype = types.get(col.name, "VARCHAR")
-        text = (f"TRY_CAST({_sql(total(value))} AS {ctype}) IN (SELECT {_sql(col)} FROM "
-                f"{_sql(qualified(tp, database))} AS {name}{where})")
-        return exp.Paren(this=exp.maybe_parse(text, dialect="duckdb"))
+        self.tp: TablePolicy = declared(table)
+        self.types = catalog(self.tp.name) or {}
+        self.alias = (table.alias_or_name or table.name).lower()
+        self.name = f"__i{zlib.crc32(node.sql().encode()) % 10**8}"
+        self.what = what
+        self.columns: Columns = {c: exp.column(c, table=self.name, quoted=True) for c in self.types}
+
+    def is_inner(self, col: exp.Column) -> bool:
+        qual = col.table.lower() if col.table else None
+        return qual == self.alias if qual else col.name.lower() in self.columns
+
+    def resolve(self, col: exp.Column, rel: Relation) -> exp.Expression:
+        """A name of the subquery's WHERE over the reserved aliases. A public table's subquery
+        sees only its own table (a filter by public values needs no correlation)."""
+        if self.is_inner(col) or self.tp.public:
+            return Relation(self.tp, self.columns, self.alias).column(col, self.what)
+        return rel.column(col, self.what)
+
+    def predicate(self, where: exp.Expression, rel: Relation) -> exp.Expression:
+        """``where`` over the reserved aliases, on the allowlist and made total."""
+        def size(col: exp.Column) -> Bound:
+            return COLUMN if self.is_inner(col) or self.tp.public else inlined(rel.column(col, self.what), self.what, rel.table.name)
+
+        node = where.copy()
+        check_rowwise(node, self.what, self.tp.name, size)
+
+        def swap(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column):
+                value = self.resolve(n, rel)
+                return value if isinstance(value, (exp.Column, exp.Literal)) else exp.Paren(this=value)
+            return n
+
+        return total(node.transform(swap, copy=False))
+
+    def source(self, database: str | None) -> str:
+        return f"{_sql(qualified(self.tp, database))} AS {self.name}"
+
+
+def _same_unit(inner: _Inner, rel: Relation, catalog: Catalog) -> None:
+    """Refuse a subquery over a private table unless it has the outer rows' id unit, in one type."""
+    tp, outer = inner.tp, rel.table
+    what = inner.what
+    if rel.unit is None or rel.per_unit or tp.privacy_unit == "row":
+        _refuse(f"{what} over private table {tp.name} is allowed only between tables of one id privacy unit "
+                f"(a semi join within each person's rows); {outer.name if rel.unit is None else tp.name}'s "
+                "unit is a row")
+    if tp.name != outer.name and (tp.unit_name is None or tp.unit_name != outer.unit_name):
+        _refuse(f"{what} over private table {tp.name}: it does not share {outer.name}'s privacy unit; if "
+                f"{tp.privacy_unit} and {outer.privacy_unit} identify the same individuals, give both tables "
+                "the same unit_name in the policy")
+    if problem := unit_key_problem([(f"{outer.name}.{outer.privacy_unit}", (catalog(outer.name) or {}).get(outer.privacy_unit)),
+                                    (f"{tp.name}.{tp.privacy_unit}", inner.types.get(tp.privacy_unit))]):
+        _refuse(problem)
+
+
+def _correlated(inner: _Inner, rel: Relation, where: exp.Expression | None) -> bool:
+    """Whether a conjunct of the subquery's WHERE equates the inner table's unit column with the
+    outer rows' unit (``rel.unit``), both as the columns themselves."""
+    assert rel.unit is not None
+    unit = _sql(rel.unit)
+    for term in _conjuncts(where):
+        if not isinstance(term, exp.EQ):
+            continue
+        sides = [term.this, term.expression]
+        if not all(isinstance(s, exp.Column) for s in sides):
+            continue
+        for mine, theirs in (sides, sides[::-1]):
+            if inner.is_inner(mine) and mine.name.lower() == inner.tp.privacy_unit \
+                    and not inner.is_inner(theirs) and _sql(inner.resolve(theirs, rel)) == unit:
+                return True
+    return False
+
+
+def _query_of(node: exp.Expression, what: str) -> exp.Select:
+    shape = _SHAPE.replace("SELECT ...", "SELECT column") if isinstance(node, exp.In) else _SHAPE
+    sub = node.args.get("query") if isinstance(node, exp.In) else node.this
+    query = sub.this if isinstance(sub, exp.Subquery) else sub
+    if isinstance(query, exp.Select) and query.args.get("joins"):
+        _refuse(f"{what} in a DP query may read one table only; join the tables in the outer query")
+    if not isinstance(query, exp.Select) or any(
+            v for k, v in query.args.items() if k not in ("expressions", "from_", "where")):
+        _refuse(f"{what} in a DP query may only be {shape}: no GROUP BY, HAVING, DISTINCT, LIMIT or "
+                "set operation inside")
+    return query
+
+
+def _exists(node: exp.Exists, rel: Relation, declared: Declared, catalog: Catalog,
+            database: str | None) -> exp.Expression:
+    what = "EXISTS (SELECT ...)"
+    query = _query_of(node, what)
+    inner = _Inner(node, query, declared, catalog, what)
+    where = query.args["where"].this if query.args.get("where") is not None else None
+    if not inner.tp.public:
+        _same_unit(inner, rel, catalog)
+        if not _correlated(inner, rel, where):
+            _refuse(f"EXISTS over private table {inner.tp.name} must be correlated on the privacy unit, so that "
+                    f"each row is tested against its own person's rows only: add {inner.alias}."
+                    f"{inner.tp.privacy_unit} = {rel.table.name}.{rel.table.privacy_unit} to its WHERE")
+    cond = f" WHERE {_sql(inner.predicate(where, rel))}" if where is not None else ""
+    return exp.Paren(this=exp.maybe_parse(f"EXISTS (SELECT 1 FROM {inner.source(database)}{cond})",
+                                          dialect="duckdb"))
+
+
+def _in(node: exp.In, rel: Relation, declared: Declared, catalog: Catalog,
+        database: str | None) -> exp.Expression:
+    what = "IN (SELECT ...)"
+    query = _query_of(node, what)
+    if len(query.expressions) != 1 or not isinstance(query.expressions[0], exp.Column):
+        _refuse(f"{what} in a DP query may only be SELECT column FROM public_table [WHERE ...], or FROM a "
+                "table of the same unit")
+    inner = _Inner(node, query, declared, catalog, what)
+    where = query.args["where"].this if query.args.get("where") is not None else None
+    picked = query.expressions[0]
+    if not inner.is_inner(picked):
+        _refuse(f"{what}: the subquery must select a column of {inner.tp.name}")
+    value = rel.substitute(node.this, what)
+    on_units = False
+    if not inner.tp.public:
+        _same_unit(inner, rel, catalog)
+        on_units = picked.name.lower() == inner.tp.privacy_unit and _sql(value) == _sql(rel.unit)
+        if not on_units and not _correlated(inner, rel, where):
+            _refuse(f"IN over private table {inner.tp.name} must compare within one person's rows: select its "
+                    f"unit column and test the unit ({rel.table.privacy_unit} IN (SELECT {inner.tp.privacy_unit} "
+                    f"...)), or add {inner.alias}.{inner.tp.privacy_unit} = {rel.table.name}."
+                    f"{rel.table.privacy_unit} to its WHERE")
+    terms = [_sql(inner.predicate(where, rel))] if where is not None else []
+    if not inner.tp.public and on_units:  # the set holds the unit's own value only: made explicit
+        terms.insert(0, f"{_sql(inner.columns[inner.tp.privacy_unit])} = {_sql(rel.unit)}")  # type: ignore[arg-type]
+    cond = f" WHERE {' AND '.join(terms)}" if terms else ""
+    col = inner.resolve(picked, rel)
+    ctype = inner.types.get(picked.name.lower(), "VARCHAR")
+    text = (f"TRY_CAST({_sql(total(value))} AS {ctype}) IN (SELECT {_sql(col)} FROM "
+            f"{inner.source(database)}{cond})")
+    return exp.Paren(this=exp.maybe_parse(text, dialect="duckdb"))
+
+
+def public_in(declared: Declared, catalog: Catalog, database: str | None
+              ) -> t.Callable[[exp.Expression, Relation], exp.Expression]:
+    """A binder of filtering subqueries (``IN (SELECT ...)``, ``EXISTS (SELECT ...)``) for
+    :class:`Relation`: over a public table, or over a private table of the outer rows' unit
+    correlated on that unit (see the module docstring for the shapes and the proof).
+
+    ``x`` of ``x IN`` is bound over the outer rows (allowed expressions only) and cast to the
+    selected column's type, so that no value can make the comparison fail; the subquery's WHERE
+    is checked like a private predicate and made total too.
+    """
+    def bind(node: exp.Expression, rel: Relation) -> exp.Expression:
+        if isinstance(node, exp.Exists):
+            return _exists(node, rel, declared, catalog, database)
+        assert isinstance(node, exp.In)
+        return _in(node, rel, declared, catalog, database)
 
     return bind

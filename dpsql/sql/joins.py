@@ -24,6 +24,7 @@ from dpsql.privacy.policy import TablePolicy
 from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.build import BASE
 from dpsql.sql.flatmap import flat_map
+from dpsql.sql.links import is_link_pair
 from dpsql.sql.relation import Columns, JoinContext, ReadPublic, Relation
 from dpsql.sql.total import total
 
@@ -275,7 +276,7 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
                   resolve: Resolve, catalog: Catalog, jc: JoinContext) -> Relation:
     left = rel.table
     right = resolve(item)
-    if right.per_unit or right.joins:
+    if right.per_unit or (right.joins and tp.link is None):
         _refuse(f"private table {tp.name} can only be joined directly")
     name = jc.alias("j")
     right_columns: Columns = {c: _retarget(e, name) if e is not None else None for c, e in right.columns.items()}
@@ -285,18 +286,24 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
     pairs = _conditions(rel, join, alias, right_columns, f"private table {tp.name}")
     types = catalog(tp.name) or {}
     table = _sql(qualified(tp, jc.database))
-    where = " WHERE " + " AND ".join(_sql(total(w)) for w in right.where) if right.where else ""
     on = _on(pairs, name, types)
     keys = ", ".join(f"{BASE}.{exp.to_identifier(c, quoted=True).sql()}" for _, c in pairs)
     key_text = ", ".join(c for _, c in pairs)
     out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
     if by_id:
-        _equates_units(rel, left, tp, pairs)
-        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN (SELECT * FROM {table} AS {BASE}{where}) AS {name} ON {on}")
-        out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} on the privacy unit "
-                         f"{left.unit_name or left.privacy_unit}: the joined rows keep the unit; truncation per unit "
-                         "after the join bounds them")
+        linked = _follows_link(rel, tp, pairs) if left.link is not None or tp.link is not None else None
+        if linked:
+            on = f"{on} AND {_sql(total(rel.unit))} = {name}.{LINKED_UNIT}"  # type: ignore[arg-type]
+        else:
+            _equates_units(rel, left, tp, pairs)
+        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {_private_side(right, qualified(tp, jc.database), bool(linked))} "
+                         f"AS {name} ON {on}")
+        how = (f"along the link {linked}: the ON adds the equality of the units, so each joined row is one "
+               "person's" if linked else f"on the privacy unit {left.unit_name or left.privacy_unit}")
+        out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} {how}: the joined rows "
+                         "keep the unit; truncation per unit after the join bounds them")
     else:
+        where = " WHERE " + " AND ".join(_sql(total(w)) for w in right.where) if right.where else ""
         if rel.joins or rel.source is not None:
             _refuse(f"a join of two private tables must come first in the FROM clause ({left.name} and {tp.name})")
         lt, rt = _strategy(jc, "left", left, out), _strategy(jc, "right", tp, out)
@@ -333,12 +340,40 @@ def _keep(strategy: Truncation, keys: str) -> str:
     return f"COUNT(*) OVER (PARTITION BY {keys}) = 1"
 
 
+#: the unit of a linked table's rows, as a column of its side of a private join
+LINKED_UNIT = "__lu"
+
+
+def _private_side(right: Relation, table: exp.Table, linked: bool) -> str:
+    """The joined private table's rows after its WHEREs, as SQL; with links, with its unit
+    ``__lu`` (its link joins inside: they reach the unit and never multiply a row)."""
+    side = exp.select(exp.Star()).from_(exp.alias_(table, BASE, table=True))
+    if linked:
+        assert right.unit is not None
+        side = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(BASE)),
+                          exp.alias_(total(right.unit), LINKED_UNIT)).from_(exp.alias_(table, BASE, table=True))
+        for join in right.joins:
+            side = side.join(join, dialect="duckdb")
+    for w in right.where:
+        side = side.where(total(w))
+    return _sql(exp.Subquery(this=side))
+
+
+def _root(tp: TablePolicy) -> str:
+    return tp.unit_root or tp.name
+
+
 def _shared_unit(left: TablePolicy, right: TablePolicy, catalog: Catalog) -> None:
     """Refuse a join by id unless both tables have one id unit, its columns of one type."""
     if left.privacy_unit == "row" or right.privacy_unit == "row":
         row = left if left.privacy_unit == "row" else right
         _refuse(f"cannot join {left.name} and {right.name}: {row.name}'s privacy unit is a row and the "
                 "other's is an id; both must be rows (with truncation strategies) or share one id unit")
+    if left.link is not None or right.link is not None:
+        if _root(left) != _root(right):
+            _refuse(f"cannot join private tables {left.name} and {right.name}: their links reach different "
+                    f"privacy units ({_root(left)} and {_root(right)})")
+        return  # the link joins compare every unit in the unit column's type (dpsql.sql.links)
     if left.name != right.name and (left.unit_name is None or left.unit_name != right.unit_name):
         _refuse(f"cannot join private tables {left.name} and {right.name}: they do not share a privacy unit; "
                 f"if {left.privacy_unit} and {right.privacy_unit} identify the same individuals, give both "
@@ -355,6 +390,26 @@ def _equates_units(rel: Relation, left: TablePolicy, right: TablePolicy, pairs: 
     if not any(_sql(e) == unit and c == right.privacy_unit for e, c in pairs):
         _refuse(f"a join of {left.name} and {right.name} must equate their privacy units: add "
                 f"{left.privacy_unit} = {right.name}.{right.privacy_unit} to ON")
+
+
+def _follows_link(rel: Relation, right: TablePolicy, pairs: list[tuple[exp.Expression, str]]) -> str:
+    """The link a join with a linked table follows (``lineitem.l_orderkey = orders.o_orderkey``,
+    as text), or the unit columns it equates; refused if neither: the join then adds the unit
+    equality itself."""
+    for expr, column in pairs:
+        owner = rel.owner(expr)
+        if owner is None:
+            continue
+        if is_link_pair(owner[0], owner[1], right, column):
+            child = owner[0] if owner[0].link is not None and owner[0].link.column == owner[1] else right
+            return str(child.link)
+        if owner[0].link is None and owner[1] == owner[0].privacy_unit and right.link is None and \
+                column == right.privacy_unit:
+            return f"{owner[0].name}.{owner[1]} = {right.name}.{column}"
+    links = [f"{tp.name}.{tp.link.column} = {tp.link.table}.{tp.link.target}"
+             for tp in (*rel.joined_tables.values(), rel.table, right) if tp.link is not None]
+    _refuse(f"a join of linked tables {rel.table.name} and {right.name} must follow a link in ON, e.g. "
+            f"{links[0] if links else 'their unit columns'}; the join then keeps each person's rows together")
 
 
 def _retarget(expr: exp.Expression, alias: str) -> exp.Expression:

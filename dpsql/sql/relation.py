@@ -148,8 +148,8 @@ class Relation:
         node = node.copy()
         frozen: dict[str, exp.Expression] = {}
         if self.public_in is not None:
-            for sub in list(node.find_all(exp.In)):
-                if sub.args.get("query") is not None:
+            for sub in list(node.find_all(exp.In, exp.Exists)):  # dpsql.sql.insubquery binds both
+                if isinstance(sub, exp.Exists) or sub.args.get("query") is not None:
                     name = f"{_FROZEN}{len(frozen)}"
                     frozen[name] = self.public_in(sub, self)
                     if sub is node:

@@ -27,6 +27,7 @@ from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.sql.insubquery import public_in
 from dpsql.sql.joins import JoinContext, flat_map, resolve_from
+from dpsql.sql.links import link_unit
 from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
 
@@ -148,7 +149,7 @@ def _declared(table: exp.Table, policy: Policy, catalog: Catalog) -> TablePolicy
     columns = catalog(name)
     if columns is None:
         raise BindError(f"table {name} is in the policy but does not exist in the database")
-    if tp.privacy_unit != "row" and tp.privacy_unit not in columns:
+    if tp.link is None and tp.privacy_unit != "row" and tp.privacy_unit not in columns:
         raise PolicyError(f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
                           f"{did_you_mean(tp.privacy_unit, columns, exact=True)}")
     return tp
@@ -185,8 +186,9 @@ def resolve_chain(
         unit = None if tp.privacy_unit == "row" else exp.column(tp.privacy_unit, table=BASE, quoted=True)
         # A row unit: one protected change is max_rows_per_unit rows (AddMaxRows(m)).
         rows = tp.max_rows_per_unit if tp.privacy_unit == "row" else 1
-        return Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows,
-                        public_in=public_in(lambda t: _declared(t, policy, catalog), catalog, database))
+        rel = Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows,
+                       public_in=public_in(lambda t: _declared(t, policy, catalog), catalog, database))
+        return _linked(rel, policy, catalog, database, jc) if tp.link is not None else rel
     if isinstance(item, exp.Subquery):
         _no_operators(item)
         inner = _rowwise(item.this, env, policy, catalog, depth + 1, database, jc)
@@ -194,6 +196,21 @@ def resolve_chain(
     if isinstance(item, exp.Lateral):
         _refuse("LATERAL is not supported in a DP query")
     _refuse(f"unsupported FROM item in a DP query: {item.sql(dialect='duckdb')[:60]}")
+
+
+def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | None,
+            jc: JoinContext | None) -> Relation:
+    """A linked table's rows with their unit: the joins up its links (:mod:`dpsql.sql.links`)."""
+    counter = jc if jc is not None else JoinContext(None)  # type: ignore[arg-type]
+    found = link_unit(rel.table, BASE, policy, catalog, database, lambda: counter.alias("l"))
+    rel.unit = found.unit
+    rel.joins = [j.sql(dialect="duckdb") for j in found.joins]
+    rel.where = list(found.where)
+    # The row hash stays HASH(__t): the link joins add only (key, unit), a function of the row
+    # and the policy's link, which the truncation partitions by already.
+    rel.steps = list(found.steps)
+    rel.joined = bool(found.joins)  # a link to the unit column itself joins nothing
+    return rel
 
 
 def resolve_select_from(query: exp.Select, env: Env, policy: Policy, catalog: Catalog, depth: int = 0,
@@ -353,6 +370,10 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     if inner.unit is None:
         _refuse(f"{where_} may only transform rows (no GROUP BY) before the DP aggregates: "
                 "its privacy unit is a row")
+    if inner.table.link is not None and (inner.joins or inner.unit is None or
+                                         inner.unit.sql(dialect="duckdb") != f'"{BASE}"."{inner.table.link.column}"'):
+        _refuse(f"{where_} may not GROUP BY: its unit {inner.table.privacy_unit} is reached through the link "
+                f"{inner.table.link}, not a column of {table}; aggregate {table}'s rows directly")
     if inner.per_unit:
         _refuse(f"{where_} groups by {inner.table.privacy_unit} twice")
     if inner.joined:

@@ -48,6 +48,8 @@ SPARK_FUNCTIONS: tuple[type[exp.Expression], ...] = _classes(
     "DayOfYear",
     # flat maps and their lists (written for Spark by dpsql.sql.target_joins)
     "Unnest", "Explode", "Array", "Split",
+    # a semi join's filter (dpsql.sql.insubquery): its subquery's own expressions are checked too
+    "Exists",
 )
 #: Functions sqlglot keeps by name that the Spark target writes on purpose.
 SPARK_ANONYMOUS = frozenset({"list_slice", "string_split", "str_split", "string_to_array", "hash"})

@@ -30,6 +30,8 @@ from dpsql.admin import bruteforce
 
 from . import found_bounds
 from .cases_float import FLOAT_CASES, FLOAT_CONTROLS
+from .cases_links import LINK_CASES, LINK_CONTROLS
+from .cases_semijoin import SEMIJOIN_CASES, SEMIJOIN_CONTROLS
 from .harness import (
     ArrayNoise,
     AuditCase,
@@ -818,5 +820,5 @@ CONTROLS += found_bounds.controls()
 
 
 # --- sums with bounds far from zero relative to their width (tests/audit/cases_float.py) --------
-CASES += FLOAT_CASES
-CONTROLS += FLOAT_CONTROLS
+CASES += FLOAT_CASES + SEMIJOIN_CASES + LINK_CASES
+CONTROLS += FLOAT_CONTROLS + SEMIJOIN_CONTROLS + LINK_CONTROLS

@@ -58,7 +58,7 @@ def _oid(dtype: str) -> int:
     return oid_of_duckdb(dtype)
 
 
-def _bound(tree: exp.Expression, values: list[t.Any] | None, oids: list[int | None]) -> str:
+def _bound(tree: exp.Expr, values: list[t.Any] | None, oids: list[int | None]) -> str:
     """``tree`` as DuckDB SQL, its parameters replaced by literals of ``values`` (None: stand-ins
     that only serve to bind it)."""
     from .params import literal
@@ -79,7 +79,7 @@ def _bound(tree: exp.Expression, values: list[t.Any] | None, oids: list[int | No
 class CatalogStatement(Statement):
     """A catalog query: described by binding it on the scratch catalog, run there per execution."""
 
-    def __init__(self, scratch: Scratch, sql: str, tree: exp.Expression | None, names: list[str],
+    def __init__(self, scratch: Scratch, sql: str, tree: exp.Expr | None, names: list[str],
                  param_oids: list[int | None], effects: t.Callable[[], None] | None = None) -> None:
         self.scratch = scratch
         self.sql = sql
@@ -153,7 +153,7 @@ def answer(connection: t.Any, scratch: t.Callable[[], Scratch], sql: str, param_
     ctx = context(connection)
     names = pgrewrite.output_names(tree)
     try:
-        rewritten: exp.Expression | None = pgrewrite.rewrite(tree, ctx)
+        rewritten: exp.Expr | None = pgrewrite.rewrite(tree, ctx)
     except pgrewrite.NotCatalog as err:
         raise PgError("42501", f"a catalog query cannot also read {err}: pg_catalog and information_schema "
                                "queries read the catalog only; query the table on its own") from None

@@ -77,23 +77,21 @@ def _direction(w: Words) -> tuple[str, float, str | None]:
         direction, count = simple[word]
         i += 1
     elif word in ("ABSOLUTE", "RELATIVE"):
-        direction, count = word, _count(w, 2)
-        if count is None:
+        given = _count(w, 2)
+        if given is None:
             raise PgError("42601", f"FETCH {word} takes a number: FETCH {word} 1 FROM name")
+        direction, count = word, given
         i += 3 if w.tokens[2].token_type == TokenType.DASH else 2
     elif word in ("FORWARD", "BACKWARD"):
-        direction, count = word, _count(w, 2)
+        given = _count(w, 2)
         i += 1
         if w.keyword(i) == "ALL":
-            count, i = float("inf"), i + 1
-        elif count is not None:
+            given, i = float("inf"), i + 1
+        elif given is not None:
             i += 2 if w.tokens[i].token_type == TokenType.DASH else 1
-        else:
-            count = 1.0
-    elif _count(w, 1) is not None:
-        count = _count(w, 1)
-        assert count is not None
-        direction, count = ("FORWARD", count) if count >= 0 else ("BACKWARD", -count)
+        direction, count = word, 1.0 if given is None else given
+    elif (given := _count(w, 1)) is not None:
+        direction, count = ("FORWARD", given) if given >= 0 else ("BACKWARD", -given)
         i += 2 if w.tokens[1].token_type == TokenType.DASH else 1
     else:
         direction, count = "FORWARD", 1.0

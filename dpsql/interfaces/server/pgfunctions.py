@@ -57,7 +57,7 @@ REG_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace", "
               "regoperator", "regconfig", "regdictionary", "regcollation"}
 
 
-def function_name(node: exp.Expression) -> str | None:
+def function_name(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
     return None
@@ -74,7 +74,7 @@ def is_macro(node: exp.Expression) -> bool:
         and parent.this.name == SCHEMAS["pg_catalog"]
 
 
-def session_value(node: exp.Expression, ctx: Context) -> exp.Expression | None:
+def session_value(node: exp.Expr, ctx: Context) -> exp.Expr | None:
     if isinstance(node, exp.CurrentVersion):
         return exp.Literal.string(ctx.version)
     if isinstance(node, (exp.CurrentUser, exp.SessionUser)):
@@ -91,7 +91,7 @@ def session_value(node: exp.Expression, ctx: Context) -> exp.Expression | None:
     return None
 
 
-def is_user(node: exp.Expression) -> bool:
+def is_user(node: exp.Expr) -> bool:
     """``user`` / ``current_role``, which sqlglot reads as a column."""
     return isinstance(node, exp.Column) and not node.table and isinstance(node.this, exp.Identifier) \
         and not node.this.quoted and node.name.lower() in ("user", "current_role")

@@ -47,7 +47,7 @@ class NotCatalog(Exception):
     """A catalog query that also reads a table of the database (the message names it)."""
 
 
-def parse(sql: str) -> exp.Expression | None:
+def parse(sql: str) -> exp.Expr | None:
     try:
         return sqlglot.parse_one(sql, read="postgres")
     except Exception:  # not PostgreSQL sqlglot reads: not a catalog query (dpsql has its say)
@@ -68,7 +68,7 @@ def _type_name(cast: exp.Cast) -> str:
     return name.lower().split(".")[-1].strip('"')
 
 
-def _ctes(tree: exp.Expression) -> set[str]:
+def _ctes(tree: exp.Expr) -> set[str]:
     return {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
 
 
@@ -84,7 +84,7 @@ def _schema_of(table: exp.Table, ctes: set[str]) -> str | None:
     return None
 
 
-def _is_catalog_call(node: exp.Expression) -> bool:
+def _is_catalog_call(node: exp.Expr) -> bool:
     if isinstance(node, SESSION_CLASSES) or is_user(node):
         return True
     if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and node.this.name.lower() in SCHEMAS:
@@ -105,7 +105,7 @@ def may_be_catalog_query(words: t.Iterable[str]) -> bool:
     return any(w.lower().startswith("pg_") or w.lower() in _MARKS for w in words)
 
 
-def is_catalog_query(tree: exp.Expression | None) -> bool:
+def is_catalog_query(tree: exp.Expr | None) -> bool:
     """Whether ``tree`` reads catalog relations, or reads no table and calls a catalog function."""
     if not isinstance(tree, exp.Query):
         return False
@@ -120,11 +120,11 @@ def is_catalog_query(tree: exp.Expression | None) -> bool:
 
 # -- the names PostgreSQL gives output columns --------------------------------------------------
 
-def _pg_name(node: exp.Expression) -> str:
+def _pg_name(node: exp.Expr) -> str:
     return _named(node)[0]
 
 
-def _named(node: exp.Expression) -> tuple[str, int]:
+def _named(node: exp.Expr) -> tuple[str, int]:
     """PostgreSQL's name for an output column and how strongly it holds (a cast's type name
     replaces a weaker one: ``$1::regtype::oid`` is ``oid``, ``x::text`` stays ``x``)."""
     if isinstance(node, exp.Alias):
@@ -152,13 +152,13 @@ def _named(node: exp.Expression) -> tuple[str, int]:
     return "?column?", 0
 
 
-def _first_select(tree: exp.Expression) -> exp.Select | None:
+def _first_select(tree: exp.Expr) -> exp.Select | None:
     while isinstance(tree, (exp.SetOperation, exp.Subquery)):
         tree = tree.this
     return tree if isinstance(tree, exp.Select) else None
 
 
-def _name_outputs(tree: exp.Expression) -> None:
+def _name_outputs(tree: exp.Expr) -> None:
     select = _first_select(tree)
     if select is None:
         return
@@ -171,7 +171,7 @@ def _name_outputs(tree: exp.Expression) -> None:
 
 # -- the rewrite -------------------------------------------------------------------------------
 
-def rewrite(tree: exp.Expression, ctx: Context) -> exp.Expression:
+def rewrite(tree: exp.Expr, ctx: Context) -> exp.Expr:
     """``tree`` (a catalog query) spelled for the scratch catalog; raises :class:`NotCatalog`
     when it also reads a table of the database, :class:`Unanswerable` when it reads a relation
     or calls a table function the scratch catalog does not have."""
@@ -188,7 +188,7 @@ def rewrite(tree: exp.Expression, ctx: Context) -> exp.Expression:
     return tree
 
 
-def _normalized(tree: exp.Expression) -> exp.Expression:
+def _normalized(tree: exp.Expr) -> exp.Expr:
     """A copy of ``tree`` with unqualified catalog functions and unquoted names in lower case."""
     tree = tree.copy()
     _unqualify_functions(tree)
@@ -198,13 +198,13 @@ def _normalized(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def output_names(tree: exp.Expression) -> list[str]:
+def output_names(tree: exp.Expr) -> list[str]:
     """The names PostgreSQL gives the columns ``tree`` returns (``?column?`` where it has none)."""
     select = _first_select(_normalized(tree))
     return [_pg_name(node) for node in select.expressions] if select is not None else []
 
 
-def _unqualify_functions(tree: exp.Expression) -> None:
+def _unqualify_functions(tree: exp.Expr) -> None:
     """``pg_catalog.f(...)`` → ``f(...)`` (as the unqualified call would parse), innermost first."""
     for node in reversed(list(tree.find_all(exp.Dot))):
         if isinstance(node.this, exp.Identifier) and node.this.name.lower() in SCHEMAS \
@@ -218,7 +218,7 @@ def _unqualify_functions(tree: exp.Expression) -> None:
             node.replace(func)
 
 
-def _relations(tree: exp.Expression, ctx: Context) -> None:
+def _relations(tree: exp.Expr, ctx: Context) -> None:
     ctes = _ctes(tree)
     user, database = exp.Literal.string(ctx.user), exp.Literal.string(ctx.database)
     for table in list(tree.find_all(exp.Table)):
@@ -233,7 +233,7 @@ def _relations(tree: exp.Expression, ctx: Context) -> None:
         name = table.name.lower()
         if name not in _RELATIONS[schema]:
             raise Unanswerable(f"{schema}.{name}")
-        this: exp.Expression = exp.to_identifier(name)
+        this: exp.Expr = exp.to_identifier(name)
         if per_connection(schema, name):
             this = exp.Anonymous(this=name, expressions=[user.copy(), database.copy()])
         alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
@@ -266,7 +266,7 @@ def _table_function(table: exp.Table) -> None:
         alias.set("columns", [exp.to_identifier(alias.name)])
 
 
-def _reg_names(tree: exp.Expression) -> None:
+def _reg_names(tree: exp.Expr) -> None:
     """``oid::regclass::text`` and friends: the name an OID stands for."""
     for cast in list(tree.find_all(exp.Cast)):
         inner = cast.this
@@ -280,7 +280,7 @@ def _reg_names(tree: exp.Expression) -> None:
             cast.replace(exp.Cast(this=inner.this.copy(), to=exp.DataType.build("VARCHAR")))
 
 
-def _is_name_value(node: exp.Expression) -> bool:
+def _is_name_value(node: exp.Expr) -> bool:
     """A literal or a bound parameter: a name to look up (anything else is an OID)."""
     while isinstance(node, exp.Cast) and _type_name(node) in ("text", "varchar", "name", "cstring"):
         node = node.this
@@ -289,7 +289,7 @@ def _is_name_value(node: exp.Expression) -> bool:
     return isinstance(node, (exp.Parameter, exp.Placeholder))
 
 
-def _replacement(node: exp.Expression, ctx: Context) -> exp.Expression | None:
+def _replacement(node: exp.Expr, ctx: Context) -> exp.Expr | None:
     found = session_value(node, ctx)
     if found is not None:
         return found
@@ -310,7 +310,7 @@ def _replacement(node: exp.Expression, ctx: Context) -> exp.Expression | None:
     return None
 
 
-def _any_all(node: exp.EQ | exp.NEQ) -> exp.Expression | None:
+def _any_all(node: exp.EQ | exp.NEQ) -> exp.Expr | None:
     """``x = ANY(array)`` / ``x <> ALL(array)`` (not over a subquery): ``list_contains``, which
     DuckDB also takes in an outer join's condition."""
     wanted = (exp.Any, "any") if isinstance(node, exp.EQ) else (exp.All, "all")
@@ -334,7 +334,7 @@ _PLAIN_TYPES = {"oid": "BIGINT", "name": "VARCHAR", "char": "VARCHAR", "bpchar":
                 "regclass[]": "INTEGER[]", "regtype[]": "INTEGER[]", "oid[]": "INTEGER[]", "name[]": "VARCHAR[]"}
 
 
-def _cast(node: exp.Cast) -> exp.Expression | None:
+def _cast(node: exp.Cast) -> exp.Expr | None:
     kind = _type_name(node)
     inner = node.this
     if kind in REG_TYPES:
@@ -384,7 +384,7 @@ def array_items(text: str) -> list[str | None]:
     return items
 
 
-def _operator(node: exp.Operator) -> exp.Expression | None:
+def _operator(node: exp.Operator) -> exp.Expr | None:
     op = str(node.args.get("operator") or "").split(".")[-1].strip()
     left, right = node.this.copy(), node.expression.copy()
     regex = {"~": exp.RegexpLike, "~*": exp.RegexpILike, "!~": exp.RegexpLike, "!~*": exp.RegexpILike}

@@ -284,7 +284,7 @@ SETTINGS = {
 }
 
 
-def relations() -> dict[str, dict[str, str]]:
+def relations() -> dict[str, dict[str, dict[str, str]]]:
     """PostgreSQL schema → relation → its columns (name → DuckDB type): what a query may read."""
     return {"pg_catalog": {name: {c: d.split()[0] for c, d, _ in column_specs(spec)} for name, spec in PG.items()},
             "information_schema": {name: {c: d.split()[0] for c, d, _ in column_specs(spec)}

@@ -18,11 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from dpsql.connection import Connection
 from dpsql.privacy.budget import Budget, Cost
+from dpsql.privacy.ledger import Ledger
 
 from .columns import Binder
 
 if t.TYPE_CHECKING:
-    from dpsql.privacy.ledger import Entry, Ledger
+    from dpsql.privacy.ledger import Entry
 
     from .users import User
 
@@ -84,7 +85,11 @@ class Pool:
     """Runs dpsql work in ``size`` threads, each with its own :class:`Worker`."""
 
     def __init__(self, main: Connection, size: int) -> None:
+        if not isinstance(main.ledger, Ledger):  # each user's view (UserLedger) is made from it
+            raise TypeError("the server's main connection must hold the ledger itself, not a view of it")
         self.main = main
+        #: the one ledger every user's share is charged to
+        self.ledger = main.ledger
         self.size = size
         self._local = threading.local()
         self._workers: list[Worker] = []
@@ -106,7 +111,7 @@ class Pool:
         return await loop.run_in_executor(self._executor, lambda: fn(self._worker()))
 
     def ledger_for(self, user: User | None, name: str) -> UserLedger:
-        return UserLedger(self.main.ledger, name, user.share if user is not None else None)
+        return UserLedger(self.ledger, name, user.share if user is not None else None)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

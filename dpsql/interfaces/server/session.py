@@ -253,7 +253,8 @@ def _prepare(session: DPSession, w: utility.Words, name: str | None) -> Statemen
         raise PgError("42601", "PREPARE takes a name and a statement: PREPARE name [(types)] AS SELECT ...")
     if name in session.named:
         raise PgError("42P05", f'prepared statement "{name}" already exists; DEALLOCATE it first')
-    oids = [oid_of_duckdb(_DUCKDB_NAMES.get(" ".join(ty.lower().split()), ty)) for ty in types]
+    # EXECUTE pads them with None (a type to infer) for parameters the list does not name
+    oids: list[int | None] = [oid_of_duckdb(_DUCKDB_NAMES.get(" ".join(ty.lower().split()), ty)) for ty in types]
     body = w.rest(at + 1)
 
     def store() -> None:

@@ -1,0 +1,63 @@
+"""The compilers (dpsql.compile): the statement is built from its typed plan and printed once;
+Spark's compiler reads no SQL text of the statement (only the binder's joins and a mechanism's
+own subquery template, neither of which these queries have)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from dpsql.engine.rewrite import rewrite
+from dpsql.interfaces.demo import connect_demo
+from dpsql.sql.target import DUCKDB, SPARK
+
+QUERIES = [
+    "SELECT DP_SUM(age) FROM adult WITH (epsilon = 1)",
+    "SELECT DP_MEAN(hours_per_week, 10, 80) FROM adult WHERE age >= 30 OR sex = 'Male' WITH (epsilon = 1)",
+    "SELECT sex, DP_COUNT(*), DP_VAR(age) FROM adult GROUP BY sex WITH (epsilon = 1)",
+    "SELECT occupation, DP_COUNT(*) FROM adult GROUP BY occupation WITH (epsilon = 1, delta = 1e-6)",
+    "SELECT race, DP_SUM(age / 10, 0, 10) FROM adult GROUP BY race WITH (epsilon = 1, keys = ['Black', 'White'])",
+]
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = connect_demo()
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_spark_is_compiled_from_the_plan_not_from_text(con, query: str, monkeypatch) -> None:
+    plan = con.prepare(query).plan
+    parse_one, parse = sqlglot.parse_one, sqlglot.parse
+
+    def refuse(real):
+        def parsed(sql, *args, **kwargs):
+            # sqlglot's Spark generator reads type names (``json``) with its parser: allowed
+            assert " " not in str(sql).strip(), f"SQL text was parsed: {sql}"
+            return real(sql, *args, **kwargs)
+
+        return parsed
+
+    monkeypatch.setattr(sqlglot, "parse_one", refuse(parse_one))
+    monkeypatch.setattr(sqlglot, "parse", refuse(parse))
+    out = rewrite(plan, SPARK)
+    assert "`" in out.statement and "HASH(" not in out.statement.replace("XXHASH64(", "")
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_statement_is_printed_once(con, query: str, monkeypatch) -> None:
+    """One print of the tree, and one of the bound FROM chain (DuckDB's text of it)."""
+    plan = con.prepare(query).plan
+    calls = []
+    printed = exp.Expression.sql
+
+    def counted(self, *args, **kwargs):
+        calls.append(type(self).__name__)
+        return printed(self, *args, **kwargs)
+
+    monkeypatch.setattr(exp.Expression, "sql", counted)
+    rewrite(plan, DUCKDB)
+    assert len(calls) == 2, calls
