@@ -17,6 +17,7 @@ import zlib
 
 import pytest
 
+from dpsql.compile import preaggregate
 from dpsql.errors import OptionError, PolicyError
 from dpsql.privacy.policy import policy_from_dict
 from dpsql.sql import perunit
@@ -100,14 +101,14 @@ def test_negative_control_without_clipping_the_brute_force_finds_violations(monk
 
 
 def test_negative_control_without_the_groups_bound_the_brute_force_finds_violations(monkeypatch) -> None:
-    source = perunit.source
+    source = preaggregate.preaggregate
 
-    def unbounded(rows, keys, unit, aggregates, units):  # noqa: ANN001, ANN202
-        select = source(rows, keys, unit, aggregates, units)
+    def unbounded(rows, pre):  # noqa: ANN001, ANN202
+        select = source(rows, pre)
         select.set("qualify", None)
         return select
 
-    monkeypatch.setattr(perunit, "source", unbounded)
+    monkeypatch.setattr(preaggregate, "preaggregate", unbounded)
     claim = Claim(policy("add_remove", 2, max_groups_per_unit=1), QUERIES["grouped"].format(opts=MECHANISMS["laplace"]))
     _, problems = check(claim, datasets=2, seed=4, relation="add_remove")
     assert problems
@@ -373,3 +374,41 @@ def test_row_truncation_with_groups_still_holds_its_claim(mechanism: str, relati
                             relation=relation)
     assert not problems, problems[:5]
     assert worst > 0.5
+
+
+LINKED = {
+    "line items, two links from the customer": "SELECT DP_COUNT(*), DP_SUM(l_quantity), DP_MEAN(l_quantity) "
+                                               "FROM lineitem WITH (epsilon = 1, contribution = 'clip')",
+    "line items joined to orders, g = 1": "SELECT o_orderstatus, DP_COUNT(*), DP_SUM(o_totalprice) FROM lineitem "
+                                          "JOIN orders ON l_orderkey = o_orderkey GROUP BY o_orderstatus "
+                                          "WITH (epsilon = 1, keys = ['F', 'O'], max_groups_per_unit = 1, "
+                                          "max_rows_per_group_per_unit = 2, contribution = 'clip')",
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINKED))
+def test_a_linked_table_pre_aggregates_by_the_unit_its_links_reach(case: str) -> None:
+    """A linked table's unit is the customer reached through its links (tests/links_fixture.py):
+    the partials are grouped by that unit like any id unit's, and removing a customer with all
+    their orders and line items moves each part at most its sensitivity (the links' oracle)."""
+    from tests import links_fixture, test_links
+
+    con = links_fixture.connect(orders=2, lineitem=3)
+    prepared = con.prepare(LINKED[case])
+    con.close()
+    assert prepared.plan.units.mode == "clip" and "AS __per" in prepared.sql and "HASH(__t" not in prepared.sql
+    rng = random.Random(zlib.crc32(case.encode()))
+    worst, problems = test_links._check(prepared, [links_fixture.DATA, *(test_links.random_data(rng) for _ in range(12))])
+    assert not problems, problems[:3]
+    assert worst >= 0.5, worst
+
+
+def test_negative_control_a_linked_table_without_clipping_breaks_the_bound(monkeypatch) -> None:
+    from tests import links_fixture, test_links
+
+    monkeypatch.setattr(perunit, "clipped", lambda kind, x, n, cap: x)
+    con = links_fixture.connect(orders=2, lineitem=3)
+    prepared = con.prepare(LINKED["line items, two links from the customer"])
+    con.close()
+    _, problems = test_links._check(prepared, [links_fixture.DATA])
+    assert problems

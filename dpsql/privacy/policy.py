@@ -367,17 +367,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     if unit_name is not None and unit.lower() == "row":
         raise PolicyError(f"{where}.unit_name: table {name}'s privacy unit is a row; unit_name names "
                           "the individuals of an id privacy unit")
-    truncation = spec.get("join_truncation")
-    if truncation is not None:
-        if not isinstance(truncation, str):
-            raise PolicyError(f"{where}.join_truncation must be 'drop_excess(k)' or 'drop_non_unique'")
-        try:
-            truncation = parse_truncation(truncation, f"{where}.join_truncation")
-        except Error as err:
-            raise PolicyError(str(err)) from None
-    contribution = spec.get("contribution")
-    if contribution is not None and contribution not in ("truncate", "clip", "auto"):
-        raise PolicyError(f"{where}.contribution must be 'truncate', 'clip' or 'auto'")
+    truncation, contribution = _bounding(where, spec)
     lowered = name.lower()
     if len(parts) == 2 and parts[0].lower() == "main":
         lowered = parts[1].lower()  # main.t is t
@@ -396,6 +386,21 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
         link=link,
     )
 
+
+def _bounding(where: str, spec: dict) -> tuple[t.Any, str | None]:
+    """A table's ``join_truncation`` (parsed) and ``contribution`` (the unit bounding mode)."""
+    truncation = spec.get("join_truncation")
+    if truncation is not None:
+        if not isinstance(truncation, str):
+            raise PolicyError(f"{where}.join_truncation must be 'drop_excess(k)' or 'drop_non_unique'")
+        try:
+            truncation = parse_truncation(truncation, f"{where}.join_truncation")
+        except Error as err:
+            raise PolicyError(str(err)) from None
+    contribution = spec.get("contribution")
+    if contribution is not None and contribution not in ("truncate", "clip", "auto"):
+        raise PolicyError(f"{where}.contribution must be 'truncate', 'clip' or 'auto'")
+    return truncation, contribution
 
 
 def _budget(spec: t.Any) -> tuple[Budget, str | None]:

@@ -4,14 +4,14 @@ Two ways bound what one privacy unit (an id column, :mod:`dpsql.privacy.units`) 
 
 * ``truncate`` (row truncation, Tumult's MaxRowsPerID): each unit keeps its k rows of smallest
   whole-row hash (with g: its g groups of smallest hash of unit and keys, r rows in each), by
-  window functions (:func:`dpsql.engine.rewrite.truncate`); every mechanism reads those rows.
+  window functions (:mod:`dpsql.compile.truncate`); every mechanism reads those rows.
 * ``clip`` (pre-aggregation; Wilson, Zhang, Lam, Desfontaines, Simmons-Marengo, Gipson,
   "Differentially Private SQL with Bounded User Contribution", PoPETs 2020): the rows of each
   (unit, group) are aggregated first, each partial statistic is clipped to the per-unit bounds,
   each unit keeps at most g of its groups (those of smallest hash of unit and keys: the choice
   depends on the unit and the keys, never on the values), and the statistics are the sums of
   the clipped partials. One GROUP BY of the unit (and keys), then the sums: hash aggregation,
-  no sort of each unit's rows.
+  no sort of each unit's rows. The statement's form: :mod:`dpsql.compile.preaggregate`.
 
 The per-unit bounds (c = k without GROUP BY, c = r with g; every summed value is an integer d of
 its row on the fixed-point grid, in [A, B], :mod:`dpsql.mechanisms.fixed`):
@@ -166,44 +166,6 @@ def _partial_sum(expr: exp.Expression, kind: Kind) -> exp.Expression:
     return expr
 
 
-def source(rows: str, keys: list[str], unit: str, aggregates: t.Sequence[Aggregate],
-           units: UnitBounds) -> exp.Select:
-    """The pre-aggregated ``__src``: one row per (unit, group) kept, with the keys and every
-    aggregate's clipped partials (:func:`partial`), over ``rows`` (a SELECT of the keys, the
-    value columns and the unit ``unit``). With g and keys, each unit keeps the g groups of
-    smallest HASH(unit, keys), the keys breaking ties (the same groups row truncation keeps).
-
-    >>> agg = Aggregate(0, {"n": exp.Count(this=exp.Star())}, {"n": ("count", 0, 1)})
-    >>> print(source("SELECT 1 AS __u", [], "__u", [agg], UnitBounds("id", 5)).sql())
-    SELECT CASE WHEN __p0_n < 0 THEN 0 WHEN __p0_n > 5 THEN 5 ELSE __p0_n END AS __p0_n \
-FROM (SELECT __u, COUNT(*) AS __p0_n FROM (SELECT 1 AS __u) AS __rows_in GROUP BY __u) AS __per
-    """
-    u = exp.column(unit)
-    inner = [u.copy(), *(exp.column(k) for k in keys)]
-    outer: list[exp.Expression] = [exp.column(k) for k in keys]
-    grouped = bool(keys) and units.max_groups is not None
-    cap = int(units.max_rows_per_group if grouped and units.max_rows_per_group is not None else units.max_rows)
-    for agg in aggregates:
-        n = exp.column(partial(agg.index, "n")) if "n" in agg.stats else None
-        for name, expr in agg.stats.items():
-            col = partial(agg.index, name)
-            inner.append(exp.alias_(expr.copy(), col))
-            outer.append(exp.alias_(clipped(agg.kinds[name], exp.column(col), n, cap), col))
-    if not outer:
-        outer.append(exp.alias_(exp.true(), "__row"))
-    body = exp.Table(this=exp.Var(this=f"({rows})"), alias=exp.TableAlias(this=exp.to_identifier("__rows_in")))
-    per = exp.select(*inner).from_(body).group_by(u.copy(), *(exp.column(k) for k in keys))
-    select = exp.select(*outer).from_(exp.Subquery(this=per, alias=exp.TableAlias(this=exp.to_identifier(PER_UNIT))))
-    if grouped:
-        order = exp.Order(expressions=[exp.Ordered(this=e) for e in (
-            exp.Anonymous(this="HASH", expressions=[u.copy(), *(exp.column(k) for k in keys)]),
-            *(exp.column(k) for k in keys))])
-        rank = exp.Window(this=exp.RowNumber(), partition_by=[u.copy()], order=order)
-        select = select.qualify(exp.Between(this=rank, low=_int(1), high=_int(int(units.max_groups or 1))),
-                                copy=False)
-    return select
-
-
 def sums(i: int, stats: t.Mapping[str, exp.Expression]) -> dict[str, exp.Expression]:
     """The statistics of aggregate ``i`` over the pre-aggregated ``__src``: each the SUM of its
     clipped partial, exact (HUGEINT; Spark's DECIMAL(38, 0)).
@@ -261,34 +223,3 @@ def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bo
         return dataclasses.replace(units, mode=CLIP, mode_reason="chosen: the same noise as row truncation, "
                                    "and it drops nothing of a unit under its bound")
     return dataclasses.replace(units, mode=TRUNCATE, mode_reason=f"chosen: {why}")
-
-
-def dropped(rows: str, keys: list[str], unit: str, units: UnitBounds) -> exp.Select:
-    """``report_dropped``: one row, the count of units (:data:`UNITS_N`) and of units whose
-    contribution the bound cuts (:data:`CUT_N`), over ``rows`` (the rows before any bound: the
-    unit ``unit`` and the keys). A unit is cut when it has more than k rows, or, with g and
-    keys, more than g groups or more than r rows in one of them: then truncation drops some of
-    its rows, and pre-aggregation clips or re-weights some of its partials. Each unit moves
-    each count by at most 1.
-
-    >>> print(dropped("SELECT 1 AS __u", [], "__u", UnitBounds("id", 5)).sql())
-    SELECT COUNT(*) AS __units_n, COUNT(*) FILTER(WHERE __n > 5) AS __cut_n \
-FROM (SELECT COUNT(*) AS __n FROM (SELECT 1 AS __u) AS __rows_in GROUP BY __u) AS __per
-    """
-    u = exp.column(unit)
-    body = exp.Table(this=exp.Var(this=f"({rows})"), alias=exp.TableAlias(this=exp.to_identifier("__rows_in")))
-    n = exp.column("__n")
-    if keys and units.max_groups is not None:
-        per_group = exp.select(u.copy(), exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(body).group_by(
-            u.copy(), *(exp.column(k) for k in keys))
-        sub = exp.Subquery(this=per_group, alias=exp.TableAlias(this=exp.to_identifier("__groups")))
-        per = exp.select(exp.alias_(exp.Count(this=exp.Star()), "__g"), exp.alias_(exp.Max(this=n.copy()), "__n")) \
-            .from_(sub).group_by(u.copy())
-        over = exp.or_(exp.GT(this=exp.column("__g"), expression=_int(units.max_groups)),
-                       exp.GT(this=n.copy(), expression=_int(units.max_rows_per_group or units.max_rows)))
-    else:
-        per = exp.select(exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(body).group_by(u.copy())
-        over = exp.GT(this=n.copy(), expression=_int(units.max_rows))
-    counted = exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=over))
-    return exp.select(exp.alias_(exp.Count(this=exp.Star()), UNITS_N), exp.alias_(counted, CUT_N)).from_(
-        exp.Subquery(this=per, alias=exp.TableAlias(this=exp.to_identifier(PER_UNIT))))
