@@ -107,11 +107,18 @@ def _visits(sql: str) -> dpsql.Result:
 
 
 @pytest.mark.parametrize(("sql", "words"), [
-    ("SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1, max_rows_per_unit = 2)",
+    ("SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1, max_rows_per_unit = 2, contribution = 'truncate')",
      "rows beyond max_rows_per_unit = 2 per patient_id are dropped; the interval covers the noise, not that bias"),
-    ("SELECT ward, DP_MEAN(cost) FROM visits GROUP BY ward WITH (epsilon = 1)",
+    ("SELECT ward, DP_MEAN(cost) FROM visits GROUP BY ward WITH (epsilon = 1, contribution = 'truncate')",
      "rows beyond max_rows_per_group_per_unit = 2 per group and max_groups_per_unit = 3 groups per patient_id "
      "are dropped; the interval covers the noise, not that bias"),
+    # pre-aggregation (the default for these statistics) clips instead of dropping rows
+    ("SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1, max_rows_per_unit = 2)",
+     "each patient_id counts as at most 2 rows (its sums clipped or re-weighted); the interval covers the noise, "
+     "not that bias"),
+    ("SELECT ward, DP_MEAN(cost) FROM visits GROUP BY ward WITH (epsilon = 1)",
+     "groups beyond max_groups_per_unit = 3 per patient_id are dropped; each patient_id counts as at most 2 rows "
+     "(its sums clipped or re-weighted); the interval covers the noise, not that bias"),
 ])
 def test_a_unit_bound_that_may_drop_rows_says_so_and_what_the_interval_covers(sql: str, words: str) -> None:
     res = _visits(sql)

@@ -28,17 +28,19 @@ from dpsql.compile.histogram import counted, histogram
 from dpsql.compile.inline import inlined
 from dpsql.compile.keyjoin import key_join
 from dpsql.compile.nodes import col, table
-from dpsql.compile.plan import Clipped, Column, Relation, Source, Stat, Subquery, Truncation
+from dpsql.compile.plan import Clipped, Column, PreAggregation, Relation, Source, Stat, Subquery, Truncation
+from dpsql.compile.preaggregate import dropped, preaggregate, report
 from dpsql.compile.source import source
 from dpsql.compile.spark import SparkCompiler
 from dpsql.compile.truncate import truncate
 from dpsql.mechanisms.fixed import FixedPoint
 from dpsql.sql.build import Values
+from dpsql.sql.perunit import Aggregate
 from dpsql.sql.target import DUCKDB, SPARK, SparkSQL
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "compile"
-RULES = ["source", "clip", "truncate", "histogram", "keyjoin", "inline", "domain"]
+RULES = ["source", "clip", "truncate", "preaggregate", "histogram", "keyjoin", "inline", "domain"]
 
 
 class Domain(t.NamedTuple):
@@ -61,6 +63,8 @@ NAMESPACE: dict[str, t.Any] = {
     "Source": Source, "Column": Column, "Clipped": Clipped, "Relation": Relation, "histogram": histogram,
     "counted": counted, "Values": Values, "key_join": key_join, "Subquery": Subquery, "inlined": inlined,
     "Stat": Stat, "typed_keys": typed_keys, "values": values, "Domain": Domain,
+    "preaggregate": preaggregate, "PreAggregation": PreAggregation, "Aggregate": Aggregate, "dropped": dropped,
+    "report": report,
     "duck": Compiler(DUCKDB), "spark": SparkCompiler(SPARK),
     "relation": Relation(_PEOPLE, (), '"memory"."main"."people" AS __t'),
     "joined": Relation(_PEOPLE, (_JOIN,), '"memory"."main"."people" AS __t ' + _JOIN),

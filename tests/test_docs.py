@@ -28,7 +28,8 @@ def test_readme_option_table_matches_the_parser() -> None:
         value = {"mechanism": exp.Literal.string("laplace"), "keys": exp.Array(expressions=[exp.Literal.string("a")]),
                  "aggregator": exp.Literal.string("mean"), "noise": exp.Literal.string("laplace"),
                  "confidence": exp.Literal.number("0.9"), "delta": exp.Literal.number("0.1"),
-                 "bounds": exp.Literal.string("auto"),
+                 "bounds": exp.Literal.string("auto"), "contribution": exp.Literal.string("clip"),
+                 "report_dropped": exp.Boolean(this=True),
                  **{k: exp.Literal.string("drop_excess(2)") for k in
                     ("join_truncation", "left_truncation", "right_truncation")}}.get(
             key, exp.Literal.number("2"))

@@ -131,11 +131,11 @@ def test_a_row_bound_that_would_do_nothing_is_refused() -> None:
 
 def test_query_options_override_the_policy_and_explain_says_where_each_came_from() -> None:
     con = connect(policy(k=2, max_groups_per_unit=3))
-    text = con.explain("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1, max_rows_per_unit = 7)")
+    text = con.explain("SELECT DP_COUNT(*) FROM t WITH (epsilon = 1, max_rows_per_unit = 7, contribution = 'truncate')")
     assert "privacy unit: id (all rows of one id)" in text
     assert "max_rows_per_unit = 7 (query)" in text and "Δ=7 " in text
     assert "ROW_NUMBER() OVER (PARTITION BY __u ORDER BY __h) BETWEEN 1 AND 7" in text
-    text = con.explain("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a'])")
+    text = con.explain("SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a'], contribution = 'truncate')")
     assert "max_groups_per_unit = 3 (policy), max_rows_per_group_per_unit = 2 (default: max_rows_per_unit)" in text
     assert "DENSE_RANK() OVER (PARTITION BY __u ORDER BY HASH(__u, __k0), __k0) BETWEEN 1 AND 3" in text
     assert "L1 (Laplace, data-dependent) × 6, L2 (Gaussian) × 3.4641" in text
@@ -175,7 +175,7 @@ def exact(con: dpsql.Connection, query: str) -> tuple[t.Any, dict[str, t.Any]]:
 
 def test_policy_says_two_data_holds_fifteen_noise_and_statistics_are_for_two() -> None:
     con = connect(policy(k=2), FIFTEEN)
-    prepared, row = exact(con, "SELECT DP_COUNT(*), DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 3)")
+    prepared, row = exact(con, "SELECT DP_COUNT(*), DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 3, contribution = 'truncate')")
     count, total, mean = prepared.plan.prepared
     assert count.parts["n"].sensitivity == 2 and count.parts["n"].scale == pytest.approx(2 / 1.0, rel=1e-3)
     assert total.parts["s"].sensitivity == 2 * 10
@@ -188,7 +188,7 @@ def test_policy_says_two_data_holds_fifteen_noise_and_statistics_are_for_two() -
     # clipped to [0, 10]; the sum is of integers on the grid of dpsql.mechanisms.fixed, exactly
     assert total.exact({"s": row["a1_s"]}) == {"s": 10 + sum(min(x, 10.0) for (x,) in kept)}
     assert row["a2_n"] == 12
-    res = con.sql("SELECT DP_COUNT(*), DP_SUM(x) FROM t WITH (epsilon = 3)")
+    res = con.sql("SELECT DP_COUNT(*), DP_SUM(x) FROM t WITH (epsilon = 3, contribution = 'truncate')")
     assert all("per id, ≤ 2 rows; " in line for line in res.report_lines())
     assert all(line.endswith("rows beyond max_rows_per_unit = 2 per id are dropped; the interval covers the noise, "
                              "not that bias") for line in res.report_lines())
@@ -245,8 +245,8 @@ def test_the_truncation_is_a_window_not_duckdbs_top_k_rewrite() -> None:
     """DuckDB rewrites ``ROW_NUMBER() ... <= k`` into a per-unit top-k aggregate, several times
     slower with millions of small units (see docs/benchmarks.md): the plan keeps the window."""
     con = connect(policy(k=5, max_groups_per_unit=3), FIFTEEN)
-    for query in ("SELECT DP_MEAN(x) FROM t WITH (epsilon = 1)",
-                  "SELECT g, DP_MEAN(x) FROM t GROUP BY g WITH (epsilon = 1, delta = 1e-6)"):
+    for query in ("SELECT DP_MEAN(x) FROM t WITH (epsilon = 1, contribution = 'truncate')",
+                  "SELECT g, DP_MEAN(x) FROM t GROUP BY g WITH (epsilon = 1, delta = 1e-6, contribution = 'truncate')"):
         plan = "\n".join(r[1] for r in con.engine.connection.execute("EXPLAIN " + con.prepare(query).sql).fetchall())
         assert "WINDOW" in plan.upper() and "arg_min" not in plan.lower()
 
@@ -452,7 +452,8 @@ def visits() -> dpsql.Connection:
 
 
 def test_group_by_with_several_groups_per_patient_on_the_visits_fixture(visits) -> None:
-    query = "SELECT ward, DP_COUNT(*) AS n, DP_MEAN(stay) AS stay FROM visits GROUP BY ward WITH (epsilon = 4)"
+    query = ("SELECT ward, DP_COUNT(*) AS n, DP_MEAN(stay) AS stay FROM visits GROUP BY ward "
+             "WITH (epsilon = 4, contribution = 'truncate')")
     prepared = visits.prepare(query)
     units = prepared.plan.units
     assert (units.max_groups, units.max_rows_per_group, units.l1) == (3, 2, 6)
@@ -482,7 +483,8 @@ def test_group_by_with_several_groups_per_patient_on_the_visits_fixture(visits) 
 
 
 def test_keys_by_threshold_on_the_visits_fixture_count_patients(visits) -> None:
-    query = "SELECT stay, DP_COUNT(*) FROM visits WHERE stay < 4 GROUP BY stay WITH (epsilon = 2, delta = 1e-6)"
+    query = ("SELECT stay, DP_COUNT(*) FROM visits WHERE stay < 4 GROUP BY stay "
+             "WITH (epsilon = 2, delta = 1e-6, contribution = 'truncate')")
     released = visits.sql(query).fetchall()
     assert {r[0] for r in released} <= {0, 1, 2, 3} and released
     prepared = visits.prepare(query)

@@ -5,9 +5,10 @@ whose SQL differs subclasses it and overrides only the forms that differ (ibis's
 ``SQLGlotCompiler`` subclasses are the model), and is registered under its target's name
 (:func:`register`; :func:`compiler` finds it). The shape, for DuckDB::
 
-    WITH __src AS (<source rows>),                    -- dpsql.compile.source (+ truncate)
+    WITH __src AS (<source rows>),                    -- dpsql.compile.source (+ truncate or preaggregate)
          __hist AS (<histogram>),                     -- dpsql.compile.histogram, when shared
          __stats AS (SELECT keys, stats FROM __src GROUP BY keys),
+         __cut AS (<units over the bound>),           -- dpsql.compile.preaggregate, report_dropped
          __sq<i> AS (<a mechanism's subquery>)
     SELECT ... FROM <__keys LEFT JOIN> __stats ...   -- dpsql.compile.keyjoin (+ domain)
 
@@ -25,10 +26,10 @@ import typing as t
 
 from sqlglot import exp
 
-from dpsql.compile import domain, histogram, inline, keyjoin, source, truncate
+from dpsql.compile import domain, histogram, inline, keyjoin, preaggregate, source, truncate
 from dpsql.compile.nodes import alias, col, fn, name, select, subquery, table, verbatim
-from dpsql.compile.plan import KeyDomain, Relation, Statement, Subquery, Truncation
-from dpsql.sql import build
+from dpsql.compile.plan import KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
+from dpsql.sql import build, perunit
 
 if t.TYPE_CHECKING:
     from dpsql.sql.target import Target
@@ -61,7 +62,7 @@ class Compiler:
         """The tree of ``st`` (``st`` built with ``target.shared_histogram``)."""
         values = source.named(st.source, self)
         if self.single_select and self.target.single_select \
-                and not (st.keys or st.subqueries or st.histogram or st.domain is not None):
+                and not (st.keys or st.subqueries or st.histogram or st.domain is not None or st.dropped):
             return Compiled(self.finish(self.single(st, values)))
         rows = source.source(st.source, self, values)
         ctes = [self.cte(build.SRC, rows, materialized=None if st.histogram is None or not st.histogram.separate
@@ -69,9 +70,14 @@ class Compiler:
         if st.histogram is not None:
             ctes.append(self.cte(build.HIST, histogram.histogram(st.histogram.values)))
         ctes.append(self.cte(build.STATS, self.grouped(st)))
+        if st.dropped is not None:  # report_dropped: one row of counts, joined to every group
+            ctes.append(self.cte(perunit.CUT, preaggregate.dropped(source.unbounded(st.source, self, values),
+                                                                  st.dropped)))
         ctes += [self.cte(sq.alias, self.mechanism(sq)) for sq in st.subqueries]
         keys, domain_table = self.key_source(st.domain, st.keys)
         top = self.final(st, keys)
+        if st.dropped is not None:
+            top = preaggregate.report(top)
         top.set("with_", exp.With(expressions=ctes))
         return Compiled(self.finish(top), domain_table)
 
@@ -127,6 +133,10 @@ class Compiler:
     def truncated(self, rows: exp.Select, cut: Truncation) -> exp.Select:
         """:func:`dpsql.compile.truncate.truncate` (QUALIFY)."""
         return truncate.truncate(rows, cut)
+
+    def preaggregated(self, rows: exp.Select, pre: PreAggregation) -> exp.Select:
+        """:func:`dpsql.compile.preaggregate.preaggregate` (QUALIFY)."""
+        return preaggregate.preaggregate(rows, pre)
 
     def key_source(self, keys: KeyDomain | None, names: t.Sequence[str]) -> tuple[exp.Expression | None, exp.Table | None]:
         """``__keys`` (or None without a public domain) and the node that reads the domain

@@ -6,11 +6,13 @@ one per engine) turns it into one sqlglot tree and that into text once. The part
 
 * :class:`Source` — the rows: the bound FROM chain (:class:`Relation`), the filters, the group
   keys, the value columns (:class:`Clipped`, :class:`Fixed`, :class:`Column`), the privacy
-  unit, and for an id unit the :class:`Truncation` of each unit's rows;
+  unit, and for an id unit the :class:`Truncation` of each unit's rows or their
+  :class:`PreAggregation` (per-unit partial statistics, clipped);
 * :class:`Stat` — one column of the per-group statistics, a mechanism's aggregate;
 * :class:`Subquery` — a mechanism's per-group subquery (a sqlglot ``Select``);
 * :class:`SharedHistogram` — the order-statistics histogram the statistics may be read from;
-* the public key domain (:class:`dpsql.engine.keys.KeyDomain`) the statistics are joined to.
+* the public key domain (:class:`dpsql.engine.keys.KeyDomain`) the statistics are joined to;
+* ``Statement.dropped`` — ``report_dropped``: the bounds whose cut units are counted.
 
 Every node holds sqlglot expressions or plain values: nothing here is SQL text except the
 binder's FROM chain, which the compilers receive as it is (:class:`Relation`).
@@ -28,6 +30,7 @@ from dpsql.sql import build
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.fixed import FixedPoint
     from dpsql.privacy.units import UnitBounds
+    from dpsql.sql.perunit import Aggregate
 
 
 class KeyDomain(t.Protocol):
@@ -110,6 +113,28 @@ class Truncation:
 
 
 @dataclass(frozen=True)
+class PreAggregation:
+    """An id unit bounded by pre-aggregation (:mod:`dpsql.sql.perunit`): one row per (unit,
+    group) of every aggregate's partial statistics, each clipped to ``cap`` rows' worth; with
+    ``max_groups`` and ``keys``, each unit keeps its ``max_groups`` groups of smallest
+    ``HASH(unit, keys)``."""
+
+    aggregates: tuple["Aggregate", ...]
+    cap: int
+    max_groups: int | None = None
+    keys: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, units: "UnitBounds", keys: t.Sequence[str], aggregates: t.Sequence["Aggregate"]) -> "PreAggregation":
+        """The bounds in force for an id unit: c = r with g and keys, else k."""
+        grouped = bool(keys) and units.max_groups is not None
+        r = units.max_rows_per_group
+        cap = int(r if grouped and r is not None else units.max_rows)
+        return cls(tuple(aggregates), cap, int(units.max_groups) if grouped and units.max_groups is not None else None,
+                   tuple(keys))
+
+
+@dataclass(frozen=True)
 class Source:
     """The rows the statistics read (``__src``)."""
 
@@ -123,6 +148,8 @@ class Source:
     #: a row unit counted by units: ``HASH(__t) AS __u``
     row_unit: bool = False
     truncation: Truncation | None = None
+    #: instead of the truncation: the unit's rows aggregated, then clipped (no row hash)
+    preaggregation: PreAggregation | None = None
 
 
 @dataclass(frozen=True)
@@ -168,3 +195,5 @@ class Statement:
     #: (aggregate index, statistic) -> column, and the column a key's selection reads
     columns: tuple[tuple[tuple[int, str], str], ...] = ()
     key_selection_column: str | None = None
+    #: ``report_dropped``: the bounds whose cut units ``__cut`` counts over the unbounded rows
+    dropped: Truncation | None = None

@@ -4,7 +4,8 @@ Projected, under reserved names only: the group keys ``__k<j>``, every value col
 on a fixed-point grid, or as it is: :mod:`dpsql.compile.clip`) and inner argument, and the
 privacy unit when one is needed: for an id unit ``__u`` and the hash of the whole row ``__h``
 (of the private table's row and of every joined row), then truncated
-(:mod:`dpsql.compile.truncate`); for a row unit counted by units, ``HASH(__t) AS __u``. With
+(:mod:`dpsql.compile.truncate`), or ``__u`` alone, then pre-aggregated
+(:mod:`dpsql.compile.preaggregate`); for a row unit counted by units, ``HASH(__t) AS __u``. With
 nothing else to read (``DP_COUNT(*)`` alone) the one column is ``TRUE AS __row``. Every column
 of the table is read as ``__t."name"`` (the binder's work): no name a user writes reaches it.
 Fixtures: ``fixtures/compile/source.sql``.
@@ -46,20 +47,29 @@ def source(src: Source, compiler: Forms, values: dict[str, exp.Expression] | Non
     >>> source(src, Compiler(DUCKDB)).sql("duckdb")
     'SELECT CASE WHEN __t.x < 0 THEN 0 WHEN __t.x > 9 THEN 9 ELSE __t.x END AS __v0 FROM "t" AS __t'
     """
+    rows = unbounded(src, compiler, values)
+    if src.truncation is not None:
+        return compiler.truncated(rows, src.truncation)
+    if src.preaggregation is not None:
+        return compiler.preaggregated(rows, src.preaggregation)
+    return rows
+
+
+def unbounded(src: Source, compiler: Forms, values: dict[str, exp.Expression] | None = None) -> exp.Select:
+    """The rows of ``__src`` before any per-unit bound (what ``report_dropped`` counts). The
+    row hash only where rows are truncated: pre-aggregation keeps no row apart."""
     values = named(src, compiler) if values is None else values
     projections: list[exp.Expression] = [alias(k.expr, k.name) for k in src.keys]
     projections += [alias(e, n) for n, e in values.items()]
     if src.unit is not None:
         projections.append(alias(src.unit, build.UNIT))
-        projections.append(alias(compiler.row_hash(src.hashed), build.ROW_HASH))
+        if src.preaggregation is None:
+            projections.append(alias(compiler.row_hash(src.hashed), build.ROW_HASH))
     elif src.row_unit:
         projections.append(alias(compiler.row_hash((build.BASE,)), build.UNIT))
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
         projections.append(alias(exp.Boolean(this=True), build.ROW))
-    rows = rows_only(src, compiler, projections)
-    if src.truncation is not None:
-        return compiler.truncated(rows, src.truncation)
-    return rows
+    return rows_only(src, compiler, projections)
 
 
 def rows_only(src: Source, compiler: Forms, projections: list[exp.Expression]) -> exp.Select:

@@ -3,8 +3,8 @@ differ on Spark, built from the plan, never from DuckDB's text of the statement.
 
 Overridden here: the FROM chain (the private table by its Spark name; the binder's joins are
 read from its text once), fixed-point integers (``CAST(RINT(x) AS BIGINT)``: Spark's CAST
-truncates), truncation (no QUALIFY: :func:`dpsql.sql.target_joins.qualify`), the public key
-domain (``VALUES`` of literals with a broadcast of ``__stats``: :meth:`SparkCompiler.key_source`),
+truncates), truncation and pre-aggregation (no QUALIFY: :func:`dpsql.sql.target_joins.qualify`),
+the public key domain (``VALUES`` of literals with a broadcast of ``__stats``: :meth:`SparkCompiler.key_source`),
 no shared histogram and no single SELECT, ``COUNT(v)`` read from a value histogram a
 mechanism returns (:meth:`SparkCompiler.from_histograms`), and the order statistics with one
 bucket per value (:meth:`SparkCompiler.value_histogram`). Every node form of
@@ -24,11 +24,12 @@ import typing as t
 import sqlglot
 from sqlglot import exp
 
+from dpsql.compile import preaggregate as preaggregate_rule
 from dpsql.compile.compiler import Compiled, Compiler, register
 from dpsql.compile.domain import values as value_list
 from dpsql.compile.keyjoin import key_join
 from dpsql.compile.nodes import alias, col, fn, name, subquery, table
-from dpsql.compile.plan import KeyDomain, Relation, Statement, Subquery, Truncation
+from dpsql.compile.plan import KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
 from dpsql.compile.truncate import truncate
 from dpsql.sql import build
 from dpsql.sql import target_joins as joins
@@ -88,6 +89,11 @@ class SparkCompiler(Compiler):
         """The truncation without QUALIFY (Spark's refuses the ``alias.*`` of a row hash)."""
         return joins.qualify(truncate(rows, cut))
 
+    def preaggregated(self, rows: exp.Select, pre: PreAggregation) -> exp.Select:
+        """The pre-aggregation, its groups-per-unit window without QUALIFY."""
+        out = preaggregate_rule.preaggregate(rows, pre)
+        return joins.qualify(out) if out.args.get("qualify") is not None else out
+
     def key_source(self, keys: KeyDomain | None, names: t.Sequence[str]) -> tuple[exp.Expression | None, exp.Table | None]:
         """``(VALUES literals) AS __keys(__k0, ...)``: rows of plain literals written as text
         once (thousands of keys as a node each made most of the time of writing the statement),
@@ -136,7 +142,7 @@ class SparkCompiler(Compiler):
         the counts, every subquery's columns (``*``), then each subquery's columns. None for
         any other statement."""
         lists = {sq.value: sq for sq in st.subqueries if sq.value_counts is not None}
-        if st.keys or st.domain is not None or not st.subqueries or not lists:
+        if st.keys or st.domain is not None or st.dropped is not None or not st.subqueries or not lists:
             return None
         counts: list[exp.Expression] = []
         for s in st.stats:

@@ -39,6 +39,7 @@ from dpsql.privacy.approx_bounds import SHARE, WIDEST, BoundsSearch, Found
 from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.privacy.policy import UNIT_BOUNDS, Policy
 from dpsql.privacy.units import UnitBounds
+from dpsql.sql import perunit
 from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.sql.suggest import did_you_mean
@@ -110,6 +111,8 @@ class Plan:
     searches: list[BoundsSearch] = field(default_factory=list)
     #: the bounds found, by aggregate index; empty until the searches have run
     found: dict[int, Found] = field(default_factory=dict)
+    #: ``report_dropped``: the noise of the counts of units, and of units the bound cut
+    dropped: NoisyPart | None = None
 
     @property
     def waiting(self) -> bool:
@@ -131,6 +134,9 @@ class Plan:
                     f"group keys: τ-thresholding, noisy count of {counted} {s.part.distribution}(b={fmt(s.part.scale)}), "
                     f"τ={fmt(s.threshold)}, spends {s.cost}"
                 )
+        if self.dropped is not None:
+            lines.append(f"report_dropped: noisy counts of units and of units over the bound, "
+                         f"{self.dropped.distribution}(b={fmt(self.dropped.scale)}), spends {self.dropped.cost}")
         for search in self.searches:
             found = self.found.get(search.index)
             lines.append(search.explain() + (f"; found {found.text()}" if found is not None else ""))
@@ -340,7 +346,7 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None, en
                 "pass keys=[...], or give delta > 0 to select keys by a noisy threshold"
             )
 
-    shares = len(bound.aggregates) + (1 if need_selection else 0)
+    shares = len(bound.aggregates) + (1 if need_selection else 0) + (1 if opts.report_dropped else 0)
     delta_users = sum(REGISTRY[n].uses_delta for n in names) + (1 if need_selection else 0)
     eps_share = (opts.epsilon or 0.0) / shares
     rho_share = (opts.rho or 0.0) / shares
@@ -365,8 +371,12 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None, en
         share = Cost(epsilon=eps_share, delta=delta_share)
         selection = KeySelection.build(bounds.reach, share, ctx.neighbouring, per_group=bounds.per_group)
         parts.append(_Part("group key selection", share, selection.cost, True))
+    dropped = _dropped(bound, bounds, Cost(epsilon=eps_share), parts) if opts.report_dropped else None
     _check_split(bound, parts)
 
+    bounds = perunit.choose(bounds, opts.contribution, getattr(bound.table, "contribution", None),
+                            bool(bound.group_by), bound.per_unit, [p.label for p in prepared if p.per_unit() is None])
+    ctx = dataclasses.replace(ctx, unit_note=bounds.note)
     total = Cost()
     for part in parts:
         total = total + part.cost
@@ -382,4 +392,18 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None, en
         units=bounds,
         searches=searches,
         found=dict(found or {}),
+        dropped=dropped,
     )
+
+
+def _dropped(bound: Bound, bounds: UnitBounds, share: Cost, parts: list[_Part]) -> NoisyPart:
+    """``report_dropped``: one Laplace part for the pair (units, units over the bound), of L1
+    sensitivity 2 × the group size (one unit moves each count by at most 1), or a refusal."""
+    if not bounds.by_id or bound.per_unit:
+        raise OptionError("option 'report_dropped' needs a table whose privacy unit is an id column and a query "
+                          "that bounds it (not a subquery of one row per unit)")
+    if bound.options.rho is not None:
+        raise OptionError("option 'report_dropped' spends epsilon: give epsilon rather than rho")
+    part = NoisyPart("dropped", 2.0 * bounds.group_size, "laplace", share, integer=True)
+    parts.append(_Part("the units over the bound (report_dropped)", share, share, False))
+    return part

@@ -20,7 +20,7 @@ from dpsql.engine.plan import Plan
 from dpsql.engine.rewrite import Rewritten
 from dpsql.mechanisms.base import Prepared, ReportEntry
 from dpsql.mechanisms.batch import Groups, ReleasedColumn
-from dpsql.sql import build
+from dpsql.sql import build, perunit
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
@@ -44,6 +44,8 @@ class Released:
     widths: list[np.ndarray] = field(default_factory=list)
     #: for each output row after post-processing, the released group it shows (None: unknown)
     order: np.ndarray | None = None
+    #: ``report_dropped``: the noisy counts of units and of units over the bound
+    dropped: tuple[int, int] | None = None
 
     def row_widths(self) -> list[list[float]]:
         """Per DP aggregate (report entry), the half-width of each output row's interval, in
@@ -79,16 +81,17 @@ class Released:
         """The result's notes on key selection: that groups below the noisy threshold are not
         shown, and, when none passed, why and what would release some (the words depend on the
         query and the released rows only)."""
+        out = [] if self.dropped is None else [dropped_note(plan, *self.dropped)]
         if self.groups_suppressed is None or plan.selection is None:
-            return []
+            return out
         if self.keys and len(self.keys[0]):
-            return ["groups below the noisy threshold are not shown"]
+            return [*out, "groups below the noisy threshold are not shown"]
         units = plan.units
         fewer = (f", or a smaller max_groups_per_unit (now {units.max_groups})" if units is not None
                  and units.by_id and units.max_groups is not None else
                  f", or a smaller max_rows_per_unit (now {units.max_rows}), or max_groups_per_unit"
                  if units is not None and units.by_id else "")
-        return [f"no group passed the noisy threshold τ = {plan.selection.threshold:.6g}: keys that are not "
+        return [*out, f"no group passed the noisy threshold τ = {plan.selection.threshold:.6g}: keys that are not "
                 "public are released only where a group's noisy count reaches τ. To release groups, declare "
                 "the keys (in the policy, or keys = [...] in WITH), or lower τ with more epsilon or delta"
                 f"{fewer}"]
@@ -121,6 +124,7 @@ def release(
     index = {name: i for i, name in enumerate(names)}
     nkeys = len(rewritten.keys)
     size = stats.size
+    over_bound = _dropped(plan, stats, index, noise)
     if plan.selection is not None:
         counts = stats.values(index[rewritten.key_selection_column])
         if counts.dtype == object:
@@ -156,7 +160,34 @@ def release(
             entry.note = f"{entry.note}; {dropped}" if entry.note else dropped
     suppressed = size - kept if plan.selection is not None else None
     return Released(columns=columns_names, keys=keys, values=values, report=report, groups_suppressed=suppressed,
-                    widths=widths)
+                    widths=widths, dropped=over_bound)
+
+
+def _dropped(plan: Plan, stats: Statistics, index: dict[str, int],
+             noise: "NoiseSource") -> tuple[int, int] | None:
+    """``report_dropped``: the noisy counts of units and of units over the bound (the same one
+    row of counts is joined to every group; no row at all means no rows, hence no units)."""
+    part = plan.dropped
+    if part is None:
+        return None
+    exact = []
+    for name in (perunit.UNITS_N, perunit.CUT_N):
+        col = stats.values(index[name]) if stats.size else []
+        exact.append(0 if len(col) == 0 or col[0] is None else int(col[0]))
+    units, cut = (int(x) for x in part.add_many(exact, noise))
+    return units, cut
+
+
+def dropped_note(plan: Plan, units: int, cut: int) -> str:
+    """What ``report_dropped`` says: the share of units the bound cut, from the noisy counts
+    (post-processing), with the noise it carries and what it cost."""
+    assert plan.dropped is not None and plan.units is not None
+    share = min(max(cut, 0) / max(units, 1), 1.0)
+    half = plan.dropped.ci(plan.ctx.confidence)
+    how = "rows were dropped" if plan.units.mode != "clip" else "partial sums were clipped or re-weighted"
+    return (f"report_dropped: about {share:.0%} of {plan.units.unit} units are over the bound ({how}): "
+            f"{max(cut, 0):,} of {max(units, 0):,}, each count ±{half:.3g} ({plan.ctx.confidence:.0%}), "
+            f"spent {plan.dropped.cost}; raise max_rows_per_unit to cut fewer, at more noise")
 
 
 def truncation_note(units: "UnitBounds | None") -> str:
@@ -165,6 +196,11 @@ def truncation_note(units: "UnitBounds | None") -> str:
     if units is None or not units.by_id or _one_row_per_unit(units):
         return ""
     cost = "; the interval covers the noise, not that bias"
+    if units.mode == "clip":  # pre-aggregation (dpsql.sql.perunit): nothing dropped, partials clipped
+        c = units.max_rows_per_group if units.max_groups is not None else units.max_rows
+        groups = (f"groups beyond max_groups_per_unit = {units.max_groups} per {units.unit} are dropped; "
+                  if units.max_groups is not None else "")
+        return f"{groups}each {units.unit} counts as at most {c} rows (its sums clipped or re-weighted){cost}"
     if units.max_groups is not None:
         return (f"rows beyond max_rows_per_group_per_unit = {units.max_rows_per_group} per group and "
                 f"max_groups_per_unit = {units.max_groups} groups per {units.unit} are dropped{cost}")
@@ -181,7 +217,11 @@ def _widths(widths: t.Any, kept: int) -> np.ndarray:
     if widths is None:
         return np.full(kept, np.nan)
     out = np.asarray(widths, dtype=np.float64).ravel()
-    return out if out.size == kept else np.full(kept, np.nan)
+    if out.size != kept:
+        return np.full(kept, np.nan)
+    # one value for every group may come as a read-only view (stride 0): later steps write
+    # into the widths (bounds found privately blank them), so they get an array of their own
+    return out if out.flags.writeable else out.copy()
 
 
 def _summarise(entries: list[ReportEntry], prep: Prepared) -> ReportEntry:

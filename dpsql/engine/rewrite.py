@@ -27,7 +27,11 @@ For a table whose privacy unit is an id column, ``__src`` is the truncated relat
 above with the unit ``__u`` and a hash of the whole row ``__h``, of which each unit keeps at most
 k rows (or r rows in each of at most g groups), chosen by window functions (:mod:`dpsql.compile.truncate`).
 Everything after ``__src`` (the statistics and every mechanism's subquery) reads only the
-truncated rows. A row unit's ``__src`` is exactly as above.
+truncated rows. With pre-aggregation (``UnitBounds.mode`` ``clip``, :mod:`dpsql.sql.perunit`,
+:mod:`dpsql.compile.preaggregate`) ``__src`` is instead one row per (unit, group) of clipped
+partial statistics, and the statistics are their sums. ``report_dropped`` adds ``__cut``, one
+row of counts over the rows before the bound, cross-joined to the result. A row unit's
+``__src`` is exactly as above.
 
 Only the columns the statistics need are projected, under reserved names, and every column of
 the table is read as ``__t."name"``: no name a user writes reaches the statement.
@@ -53,6 +57,7 @@ from dpsql.compile.plan import (
     Clipped,
     Column,
     Fixed,
+    PreAggregation,
     Relation,
     SharedHistogram,
     Source,
@@ -64,7 +69,7 @@ from dpsql.compile.plan import (
 )
 from dpsql.engine.keys import KeyDomain
 from dpsql.engine.plan import Plan
-from dpsql.sql import build
+from dpsql.sql import build, perunit
 from dpsql.sql.target import DUCKDB, Target
 from dpsql.sql.total import total
 
@@ -138,8 +143,8 @@ def statement(plan: Plan, shared_histogram: bool = True) -> Statement:
             prep.agg.arg = total(prep.agg.arg)
     source = _source(plan, keys)
     columns: dict[tuple[int, str], str] = {}
-    stats = _stats(plan, columns, source.unit is not None)
-    shared = _shared(plan, keys, stats) if shared_histogram else None
+    stats = _stats(plan, columns, source.unit is not None, source.preaggregation is not None)
+    shared = _shared(plan, keys, stats) if shared_histogram and source.preaggregation is None else None
     histogram = None
     if shared is not None:
         by_id = source.unit is not None
@@ -148,7 +153,21 @@ def statement(plan: Plan, shared_histogram: bool = True) -> Statement:
     subqueries = tuple(_subqueries(plan, keys, shared, columns))
     return Statement(source=source, keys=keys, stats=tuple(stats), subqueries=subqueries,
                      histogram=histogram, domain=plan.public_keys, columns=tuple(columns.items()),
-                     key_selection_column=build.KEY_COUNT if plan.selection is not None else None)
+                     key_selection_column=build.KEY_COUNT if plan.selection is not None else None,
+                     dropped=_dropped(plan, keys))
+
+
+def _clips(plan: Plan) -> bool:
+    """Whether an id unit is bounded by pre-aggregation (:mod:`dpsql.sql.perunit`)."""
+    return plan.units is not None and plan.units.mode == perunit.CLIP and not plan.bound.per_unit
+
+
+def _dropped(plan: Plan, keys: tuple[str, ...]) -> Truncation | None:
+    """``report_dropped``: the bounds whose cut units are counted (the planner refuses it for a
+    row unit and for a per-unit subquery)."""
+    if plan.dropped is None or plan.units is None:
+        return None
+    return Truncation.of(plan.units, keys)
 
 
 def _value(prep: "Prepared") -> Value:
@@ -172,10 +191,13 @@ def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
             values.append(_value(prep))
         values += [Column(name, total(expr)) for name, expr in prep.agg.inner_args]
     by_id = units is not None and units.by_id
-    truncation = None
+    truncation = pre = None
     if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit
         assert units is not None
-        truncation = Truncation.of(units, keys)
+        if _clips(plan):
+            pre = PreAggregation.of(units, keys, perunit.aggregates(plan.prepared, build.value))
+        else:
+            truncation = Truncation.of(units, keys)
     assert bound.relation is not None
     return Source(
         relation=Relation(bound.relation, tuple(bound.joins), bound.from_sql),
@@ -186,23 +208,27 @@ def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
         hashed=tuple(bound.hashed) if by_id else (),
         row_unit=not by_id and any(prep.needs_unit for prep in plan.prepared),
         truncation=truncation,
+        preaggregation=pre,
     )
 
 
-def _stats(plan: Plan, columns: dict[tuple[int, str], str], by_id: bool) -> list[Stat]:
-    """Every mechanism's statistics, the count a key's selection reads (units for an id unit,
-    else rows: what a key's count counts is what is protected), or a row count when there is
-    nothing else (the statement still needs a column)."""
+def _stats(plan: Plan, columns: dict[tuple[int, str], str], by_id: bool, clips: bool) -> list[Stat]:
+    """Every mechanism's statistics (pre-aggregated: the sums of its partials), the count a
+    key's selection reads (units for an id unit, else rows: what a key's count counts is what
+    is protected), or a row count when there is nothing else (the statement still needs a column)."""
     stats: list[Stat] = []
     for prep in plan.prepared:
         i = prep.agg.index
         v = exp.column(build.value(i)) if prep.agg.arg is not None else None
-        for stat, expr in prep.stats(v).items():
+        own = prep.stats(v)
+        for stat, expr in (perunit.sums(i, own) if clips else own).items():
             columns[(i, stat)] = build.stat(i, stat)
-            stats.append(Stat(build.stat(i, stat), expr))
+            stats.append(Stat(build.stat(i, stat), expr, plain=not clips))
     units = plan.units
     if plan.selection is not None:
-        if by_id and units is not None and units.by_groups:  # the first row of each unit in the group
+        if clips:  # one row per unit in each group
+            stats.append(Stat(build.KEY_COUNT, exp.Count(this=exp.Star()), plain=False))
+        elif by_id and units is not None and units.by_groups:  # the first row of each unit in the group
             first = exp.EQ(this=exp.column(build.ROW_IN_GROUP), expression=exp.Literal.number(1))
             stats.append(Stat(build.KEY_COUNT, exp.Filter(this=exp.Count(this=exp.Star()),
                                                           expression=exp.Where(this=first)), plain=False))

@@ -44,6 +44,16 @@ across groups as COUNT does). COUNT(DISTINCT unit) counts units: without GROUP B
 it by 1 whatever its rows (× the group size); with GROUP BY a unit's rows can reach m groups,
 one each, so it keeps COUNT's m. Both are checked by brute force in ``tests/test_units_sql.py``.
 
+Per-unit pre-aggregation (:mod:`dpsql.sql.perunit`; Wilson et al., PoPETs 2020)
+    An id unit may be bounded by clipping its partial statistics instead of truncating its rows
+    (:meth:`_AdditivePrepared.per_unit`): per (unit, group), the count to c, SUM's total to
+    c·[min(A, 0), max(B, 0)], MEAN's and VAR's sums re-weighted to c rows (c = k, or r with g
+    groups). Each partial then lies in the range c rows of values in [A, B] can reach, and a unit
+    reaches at most g groups (1 without GROUP BY), so every entry of the table above holds with
+    the same m (L1 c·g, L2 c·√g): the sensitivities, and the noise, are the same in both modes.
+    The proof is in that module's docstring; ``tests/test_perunit.py`` checks it by brute force
+    over every unit neighbour (both relations), with negative controls.
+
 Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022)
     A floating-point SUM rounds, and one added row can move a rounded sum by more than the
     table allows. So every sum is of integers: each value becomes an integer d in [A, B] on a
@@ -189,6 +199,23 @@ class _AdditivePrepared(Prepared):
         out: dict[str, exp.Expression] = {"n": exp.Count(this=v.copy()), "s": _integer_sum(v)}
         if self.stat == "var":
             out["q"] = _integer_sum(exp.Mul(this=v.copy(), expression=v.copy()))
+        return out
+
+    def per_unit(self) -> dict[str, tuple[str, int, int]] | None:
+        """Pre-aggregation (:mod:`dpsql.sql.perunit`): a unit's count clipped to c, SUM's total
+        to c times the integers' range, MEAN's and VAR's sums (and VAR's sum of squares)
+        re-weighted to c rows; a distinct count, and a count public under replace, need rows."""
+        if self.public_count or self.agg.distinct or self.agg.inner_args:
+            return None
+        if self.stat == "count":
+            return {"n": ("count", 0, 1)}
+        f = self.fixed
+        assert f is not None
+        if self.stat == "sum":
+            return {"s": ("total", f.low, f.high)}
+        out = {"n": ("count", 0, 1), "s": ("scaled", f.low, f.high)}
+        if self.stat == "var":
+            out["q"] = ("scaled", 0, max(f.low * f.low, f.high * f.high))
         return out
 
     # -- release ------------------------------------------------------------------------------

@@ -215,6 +215,13 @@ class Prepared(abc.ABC):
         ``histogram`` set: the histogram is then read from that CTE)."""
         raise NotImplementedError(f"{type(self).__name__} has no order statistics")
 
+    def per_unit(self) -> "dict[str, tuple[str, int, int]] | None":
+        """How each statistic of :meth:`stats` is clipped when it is computed per unit first
+        (:mod:`dpsql.sql.perunit`: name → (kind, A, B)), or None: the release needs rows (row
+        truncation bounds the unit). A mechanism that returns kinds calibrates to the
+        multipliers pre-aggregation shares with truncation (that module's docstring)."""
+        return None
+
     @abc.abstractmethod
     def release(self, stats: t.Mapping[str, t.Any], noise: "NoiseSource") -> tuple[t.Any, ReportEntry]:
         """The noisy value of one group and its report (``stats``: that group's exact values)."""
@@ -247,6 +254,7 @@ class Prepared(abc.ABC):
 COMMON_OPTIONS: frozenset[str] = frozenset({
     "epsilon", "delta", "rho", "confidence", "keys", "mechanism", "bounds",
     "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
+    "contribution", "report_dropped",
     *JOIN_OPTIONS,
 })
 

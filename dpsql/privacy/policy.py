@@ -121,6 +121,9 @@ class TablePolicy:
     #: id units: the name of the individuals the unit column identifies; tables with the same
     #: ``unit_name`` identify the same individuals (and may be joined on their unit columns)
     unit_name: str | None = None
+    #: id units: how a unit's contribution is bounded, "truncate" or "clip" (None: the query's
+    #: option, else the one with less noise; dpsql.sql.perunit)
+    contribution: str | None = None
     #: private joins: the truncation strategy of this table's side (a query option overrides it)
     join_truncation: Truncation | None = None
     #: data files (paths or globs, absolute) dpsql opens as this table; empty: a table of the database
@@ -325,7 +328,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     if not isinstance(spec, dict):
         raise PolicyError(f"{where} must be a table")
     unknown = set(spec) - {"public", "privacy_unit", *UNIT_BOUNDS, "columns", "source", "unit_name",
-                           "join_truncation", "link"}
+                           "join_truncation", "contribution", "link"}
     if unknown:
         raise PolicyError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     parts = name.split(".")
@@ -364,14 +367,7 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
     if unit_name is not None and unit.lower() == "row":
         raise PolicyError(f"{where}.unit_name: table {name}'s privacy unit is a row; unit_name names "
                           "the individuals of an id privacy unit")
-    truncation = spec.get("join_truncation")
-    if truncation is not None:
-        if not isinstance(truncation, str):
-            raise PolicyError(f"{where}.join_truncation must be 'drop_excess(k)' or 'drop_non_unique'")
-        try:
-            truncation = parse_truncation(truncation, f"{where}.join_truncation")
-        except Error as err:
-            raise PolicyError(str(err)) from None
+    truncation, contribution = _bounding(where, spec)
     lowered = name.lower()
     if len(parts) == 2 and parts[0].lower() == "main":
         lowered = parts[1].lower()  # main.t is t
@@ -386,9 +382,25 @@ def _table(name: str, spec: t.Any, base: Path | None = None) -> TablePolicy:
         columns=columns,
         unit_name=unit_name.strip().lower() if unit_name else None,
         join_truncation=truncation,
+        contribution=contribution,
         link=link,
     )
 
+
+def _bounding(where: str, spec: dict) -> tuple[t.Any, str | None]:
+    """A table's ``join_truncation`` (parsed) and ``contribution`` (the unit bounding mode)."""
+    truncation = spec.get("join_truncation")
+    if truncation is not None:
+        if not isinstance(truncation, str):
+            raise PolicyError(f"{where}.join_truncation must be 'drop_excess(k)' or 'drop_non_unique'")
+        try:
+            truncation = parse_truncation(truncation, f"{where}.join_truncation")
+        except Error as err:
+            raise PolicyError(str(err)) from None
+    contribution = spec.get("contribution")
+    if contribution is not None and contribution not in ("truncate", "clip", "auto"):
+        raise PolicyError(f"{where}.contribution must be 'truncate', 'clip' or 'auto'")
+    return truncation, contribution
 
 
 def _budget(spec: t.Any) -> tuple[Budget, str | None]:

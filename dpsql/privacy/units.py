@@ -77,6 +77,10 @@ if t.TYPE_CHECKING:
 #: Where a bound in force came from.
 POLICY, QUERY, DEFAULT = "policy", "query", "default"
 
+#: How an id unit's contribution is bounded: row truncation, or pre-aggregation and clipping of
+#: each unit's partial statistics (dpsql.sql.perunit); the same bounds and multipliers.
+TRUNCATE, CLIP = "truncate", "clip"
+
 
 @dataclass(frozen=True)
 class UnitBounds:
@@ -99,6 +103,9 @@ class UnitBounds:
     joined_rows: int | None = None
     #: what each join and flat map did (EXPLAIN)
     steps: tuple[str, ...] = ()
+    #: id units: TRUNCATE (rows) or CLIP (per-unit partials, dpsql.sql.perunit), and why
+    mode: str = TRUNCATE
+    mode_reason: str = ""
 
     @property
     def rows(self) -> int:
@@ -153,8 +160,12 @@ class UnitBounds:
             return ""
         who = f"per {self.unit}" if self.group_size == 1 else f"per {self.group_size} {self.unit}s together"
         if self.max_groups is not None:
-            return f"{who}, ≤ {self.max_groups} groups × {self.max_rows_per_group} rows"
-        return f"{who}, ≤ {self.max_rows} rows"
+            return f"{who}, ≤ {self.max_groups} groups × {self.max_rows_per_group} rows{self._how}"
+        return f"{who}, ≤ {self.max_rows} rows{self._how}"
+
+    @property
+    def _how(self) -> str:
+        return ", pre-aggregated" if self.mode == CLIP else ""
 
     def explain(self) -> list[str]:
         """EXPLAIN's lines on the unit: the unit, the bounds in force and where each came from,
@@ -174,20 +185,32 @@ class UnitBounds:
             return f"{name} = {value} ({_source_text(self.sources.get(name, POLICY))})"
 
         lines = [f"privacy unit: {self.unit} (all rows of one {self.unit})", *self.steps]
+        clip = self.mode == CLIP
         if self.max_groups is not None:
             lines.append(f"bounds: {said('max_groups_per_unit', self.max_groups)}, "
                          f"{said('max_rows_per_group_per_unit', self.max_rows_per_group)}")
-            lines.append(f"truncation (in the rewritten SQL, after the WHERE): each {self.unit} keeps "
+            lines.append(self._clip_line(self.max_rows_per_group, True) if clip else f"truncation (in the rewritten SQL, after the WHERE): each {self.unit} keeps "
                          f"{_count(self.max_groups, 'group')} (smallest hash of {self.unit} and the keys) and "
                          f"{_count(self.max_rows_per_group, 'row')} in each (smallest hash of the whole row)")
         else:
             lines.append(f"bounds: {said('max_rows_per_unit', self.max_rows)}")
-            lines.append(f"truncation (in the rewritten SQL, after the WHERE): each {self.unit} keeps "
+            lines.append(self._clip_line(self.max_rows, False) if clip else f"truncation (in the rewritten SQL, after the WHERE): each {self.unit} keeps "
                          f"{_count(self.max_rows, 'row')} (smallest hash of the whole row)")
         group = f" × group size {self.group_size}" if self.group_size > 1 else ""
+        if self.mode_reason:  # the mode chosen for this query (dpsql.sql.perunit.choose)
+            lines.insert(-1, f"bounding: {'pre-aggregation' if clip else 'row truncation'} "
+                         f"(contribution = '{self.mode}'; {_source_text(self.mode_reason)})")
         lines.append(f"sensitivity multipliers{group}: L1 (Laplace, data-dependent) × {_num(self.l1)}, "
                      f"L2 (Gaussian) × {_num(self.l2)}")
         return lines
+
+
+    def _clip_line(self, cap: int | None, groups: bool) -> str:
+        where = f"in each of at most {self.max_groups} groups (smallest hash of {self.unit} and the keys)" \
+            if groups else "over all its rows"
+        return (f"pre-aggregation (in the rewritten SQL, after the WHERE): each {self.unit}'s rows are "
+                f"aggregated {where}, then its count is clipped to {cap}, a sum's total to {cap} × the "
+                f"row bounds, a mean's or variance's sums re-weighted to {cap} rows when it has more")
 
 
 def _source_text(source: str) -> str:

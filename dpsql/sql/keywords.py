@@ -15,6 +15,7 @@ DP_FUNCTION_NAMES: tuple[str, ...] = (
 OPTION_KEYS: tuple[str, ...] = (
     "mechanism", "epsilon", "delta", "rho", "bound", "chunks", "confidence", "keys", "aggregator",
     "noise", "bounds", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group_per_unit",
+    "contribution", "report_dropped",
     *("max_rows", "max_join_rows", "join_truncation", "left_truncation", "right_truncation"),
 )
 
@@ -24,6 +25,8 @@ JOIN_OPTIONS: tuple[str, ...] = ("max_rows", "max_join_rows", "join_truncation",
                                  "right_truncation")
 
 AGGREGATORS = ("mean", "winsorized")
+#: The values of ``contribution``: how an id unit's contribution is bounded (dpsql.sql.perunit).
+CONTRIBUTION = ("truncate", "clip", "auto")
 SMOOTH_NOISE = ("laplace", "cauchy")
 #: The values of ``bounds`` (option and DP aggregate argument): bounds found privately.
 FOUND_BOUNDS = ("auto",)

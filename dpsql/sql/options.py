@@ -20,7 +20,7 @@ from sqlglot import exp
 from dpsql.errors import OptionError
 from dpsql.privacy.joins import MAX_FACTOR, Truncation, parse_truncation
 from dpsql.privacy.policy import UNIT_BOUNDS
-from dpsql.sql.keywords import AGGREGATORS, FOUND_BOUNDS, OPTION_KEYS, SMOOTH_NOISE
+from dpsql.sql.keywords import AGGREGATORS, CONTRIBUTION, FOUND_BOUNDS, OPTION_KEYS, SMOOTH_NOISE
 from dpsql.sql.suggest import did_you_mean
 
 #: The largest number of sample-and-aggregate chunks accepted (each chunk is a group row).
@@ -50,6 +50,10 @@ class Options:
     max_rows_per_unit: int | None = None
     max_groups_per_unit: int | None = None
     max_rows_per_group_per_unit: int | None = None
+    #: how an id unit's contribution is bounded: 'truncate', 'clip' or 'auto' (dpsql.sql.perunit)
+    contribution: str | None = None
+    #: release a noisy count of the units the per-unit bound cut (dpsql.engine.release)
+    report_dropped: bool = False
     #: joins and flat maps (see dpsql.privacy.joins)
     max_rows: int | None = None
     max_join_rows: int | None = None
@@ -103,6 +107,17 @@ def _string(key: str, node: exp.Expression, choices: t.Sequence[str]) -> str:
         raise OptionError(f"option '{key}' must be one of {', '.join(choices)}; got '{value}'"
                           + did_you_mean(value, choices))
     return value
+
+
+def _boolean(key: str, node: exp.Expression) -> bool:
+    """``true`` or ``false`` (also written as strings or 1 and 0)."""
+    word = node.this if isinstance(node, exp.Boolean) or (isinstance(node, exp.Literal) and not node.is_string) \
+        else _word(node)
+    if word in (True, "true", "1"):
+        return True
+    if word in (False, "false", "0"):
+        return False
+    raise OptionError(f"option '{key}' must be true or false; got {node.sql()}")
 
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
@@ -207,6 +222,10 @@ def parse_options(items: t.Iterable[tuple[str, exp.Expression]]) -> Options:
             values[key] = integer_value(key, node, 2, MAX_CHUNKS)
         elif key == "keys":
             values[key] = _keys(node)
+        elif key == "contribution":
+            values[key] = _string(key, node, CONTRIBUTION)
+        elif key == "report_dropped":
+            values[key] = _boolean(key, node)
         elif key in UNIT_BOUNDS:
             values[key] = integer_value(key, node, 1, MAX_UNIT_BOUND)
         elif key in ("max_rows", "max_join_rows"):

@@ -423,7 +423,8 @@ CASES += [
 # rows per unit the release is private; computed without it (the negative controls: the
 # statistics come from the SQL of a row-level policy that protects groups of m rows, so every
 # row of the unit is read while the noise is calibrated for m) the audit must catch it.
-BIG_UNIT_SUM = ("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", unit_rows([50]), unit_rows([50], [100] * 6))
+BIG_UNIT_SUM = ("SELECT DP_SUM(x) FROM t WITH (epsilon = 1, contribution = 'truncate')", unit_rows([50]),
+                unit_rows([50], [100] * 6))
 BIG_UNIT_MEDIAN = (f"SELECT DP_MEDIAN(x) FROM t {_EXP}", unit_rows(*SPREAD), unit_rows(*SPREAD, [90] * 8))
 
 
@@ -465,6 +466,49 @@ CONTROLS += [
     AuditCase("exponential median, a unit of 8 rows at U, m = 2, without truncation",
               _q(*BIG_UNIT_MEDIAN, unit_policy(2), schema=PX, statistics_policy=rows_policy_for(2)),
               mechanism="exponential", expect="violation"),
+]
+
+
+# --- a unit holding more than m rows, bounded by pre-aggregation (dpsql.sql.perunit) -----------
+# Each unit's rows are aggregated first and its partials clipped: the sum's total to m·U, the
+# mean's sums re-weighted to m rows, a grouped unit's groups to g. The controls compute the
+# statistics with a looser bound (m = 6, or g = 3) while the noise is calibrated for the tight one.
+_CLIP = "WITH (epsilon = 1, contribution = 'clip'{})"
+CLIP_SUM = "SELECT DP_SUM(x) FROM t " + _CLIP
+CLIP_MEAN = "SELECT DP_MEAN(x) FROM t " + _CLIP
+CLIP_GROUPS = "SELECT g, DP_COUNT(*) FROM t GROUP BY g " + _CLIP
+GROUP_ROWS = [(i, 50.0, "a" if i % 2 else "b") for i in range(1, 9)]
+SPREAD_UNIT = [(9, 100.0, g) for g in ("a", "b", "c") for _ in range(2)]
+
+
+def _groups_policy(g: int) -> dict:
+    pol = unit_policy(2, keys=["a", "b", "c"])
+    pol["tables"]["t"]["max_groups_per_unit"] = g
+    return pol
+
+
+CASES += [
+    AuditCase("laplace sum, a unit of 6 rows at U, m = 2, pre-aggregated (its total clipped to 2·U)",
+              _q(CLIP_SUM.format(""), unit_rows([50]), unit_rows([50], [100] * 6), unit_policy(2), schema=PX),
+              mechanism="laplace"),
+    AuditCase("laplace mean, a unit of 6 rows at U added to 2 at L, m = 2, pre-aggregated (re-weighted)",
+              _q(CLIP_MEAN.format(""), unit_rows([0], [0]), unit_rows([0], [0], [100] * 6), unit_policy(2),
+                 schema=PX), mechanism="laplace"),
+    AuditCase("laplace grouped count, a unit of 2 rows in each of 3 groups, g = 1, pre-aggregated (one group kept)",
+              _q(CLIP_GROUPS.format(""), GROUP_ROWS, GROUP_ROWS + SPREAD_UNIT, _groups_policy(1),
+                 schema=f"{PX}, g VARCHAR", pick=values_of_keys(["a", "b", "c"])),
+              mechanism="laplace", trials=4_000, thorough_trials=30_000),
+]
+CONTROLS += [
+    AuditCase("laplace sum, calibrated for m = 2, pre-aggregated with m = 6",
+              _q(CLIP_SUM.format(""), unit_rows([50]), unit_rows([50], [100] * 6), unit_policy(2), schema=PX,
+                 statistics_query=CLIP_SUM.format(", max_rows_per_unit = 6")),
+              mechanism="laplace", expect="violation"),
+    AuditCase("laplace grouped count, calibrated for g = 1, pre-aggregated with g = 3",
+              _q(CLIP_GROUPS.format(""), GROUP_ROWS, GROUP_ROWS + SPREAD_UNIT, _groups_policy(1),
+                 schema=f"{PX}, g VARCHAR", pick=values_of_keys(["a", "b", "c"]),
+                 statistics_query=CLIP_GROUPS.format(", max_groups_per_unit = 3")),
+              mechanism="laplace", expect="violation", trials=4_000, thorough_trials=30_000),
 ]
 
 
