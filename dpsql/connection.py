@@ -25,9 +25,10 @@ from dpsql.engine.sandbox import harden
 from dpsql.engine.sources import expose_registered, open_sources, with_files
 from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError, QueryCancelled
 from dpsql.privacy.budget import Cost, format_cost, to_kind
+from dpsql.privacy.catalog_check import check_against_catalog
 from dpsql.privacy.ledger import BudgetLedger, Ledger
 from dpsql.privacy.noise import NoiseSource, default_noise
-from dpsql.privacy.policy import Policy, check_against_catalog, load_policy
+from dpsql.privacy.policy import Policy, load_policy
 from dpsql.result import Result
 from dpsql.sql.depth import nested_refused
 

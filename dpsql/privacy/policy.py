@@ -72,13 +72,13 @@ import typing as t
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dpsql.errors import Error, PolicyError, did_you_mean
+from dpsql.errors import Error, PolicyError
 from dpsql.privacy.budget import Budget, Cost
 from dpsql.privacy.datebounds import date_bounds
 from dpsql.privacy.defaults import Defaults, parse_defaults
 from dpsql.privacy.engine_setting import EngineSetting, parse_engine
 from dpsql.privacy.joins import Truncation, parse_truncation
-from dpsql.privacy.links import Link, check_link_columns, renamed_links, resolve_links, table_link
+from dpsql.privacy.links import Link, renamed_links, resolve_links, table_link
 from dpsql.privacy.smartnoise import from_smartnoise, looks_like_smartnoise
 
 NEIGHBOURING = ("add_remove", "replace")
@@ -244,34 +244,6 @@ class Policy:
     @property
     def private_tables(self) -> list[str]:
         return sorted(n for n, tp in self.tables.items() if not tp.public)
-
-
-def check_against_catalog(policy: Policy, columns: t.Callable[[str], "dict[str, str] | None"]) -> None:
-    """Refuse a policy that names columns its tables do not have (PolicyError naming both).
-
-    ``columns(table)`` gives a table's columns (lower-case), or ``None`` for a table the
-    database does not hold (yet): such a table is checked when a query first reads it.
-    A misspelt id column would otherwise make every query fail, and a misspelt bounded column
-    or key domain would be silently ignored.
-    """
-    for name, tp in sorted(policy.tables.items()):
-        have = columns(name)
-        if have is None:
-            continue
-        if tp.link is not None:
-            check_link_columns(tp, have, columns(tp.link.table))
-        elif tp.privacy_unit != "row" and tp.privacy_unit not in have:
-            raise PolicyError(
-                f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
-                f"{did_you_mean(tp.privacy_unit, have, exact=True)}"
-            )
-        for col, spec in sorted(tp.columns.items()):
-            if col not in have:
-                what = "key domain" if spec.keys is not None and spec.bounds is None else "bounds"
-                raise PolicyError(
-                    f"tables.{name}.columns.{col}: table {name} has no column {col} (the policy gives "
-                    f"it {what}){did_you_mean(col, have, exact=True)}"
-                )
 
 
 def _num(where: str, value: t.Any) -> float:
