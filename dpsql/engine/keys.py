@@ -381,7 +381,7 @@ def public_domain(bound: "Bound", engine: "Backend | None" = None) -> KeyDomain 
         if not width:
             raise OptionError("option 'keys' needs a GROUP BY")
         if any(len(k) != width for k in opts.keys):
-            raise OptionError("option 'keys': each key must have %d part(s), one per GROUP BY expression" % width)
+            raise OptionError(f"option 'keys': each key must have {width} part(s), one per " + "GROUP BY expression")
         return normalise(opts.keys, types, "keys", OptionError, caster)
     assert bound.table is not None
     by = engine if caster is not None else None  # the private caster's domains are shared by all engines

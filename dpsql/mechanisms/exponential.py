@@ -434,7 +434,7 @@ class _QuantilePrepared(Prepared):
                         + ("whole number of [L, U]" if self.whole
                            else f"point of the grid 2^{grid(self.lower, self.upper)}")),
             "sql": ("the value histogram per group (GROUP BY value), read for the ranks within "
-                    "D ± {} of {:g}·n".format(self.b + SLACK, self.p) if self.histogram else
+                    + f"D ± {self.b + SLACK} of {self.p:g}·n" if self.histogram else
                     f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
                     f"({build.BUCKETS}-bucket histogram, then exact values)"),
         }

@@ -205,9 +205,9 @@ def _options(given: dict[str, exp.Expression], private: list[TablePolicy], group
     by_groups = grouped and bool(by_id) and (groups is not None or all(tp.max_groups_per_unit for tp in by_id))
     if rows is not None:
         if by_groups:
-            raise OptionError("max_rows_contributed cannot bound this GROUP BY: the policy of table {} bounds a {} by "
-                              "groups (max_groups_per_unit = {}); give max_groups_contributed instead".format(
-                                  by_id[0].name, by_id[0].privacy_unit, by_id[0].max_groups_per_unit))
+            raise OptionError("max_rows_contributed cannot bound this GROUP BY: "
+                              + f"the policy of table {by_id[0].name} bounds a {by_id[0].privacy_unit} by groups "
+                              f"(max_groups_per_unit = {by_id[0].max_groups_per_unit}); give max_groups_contributed instead")
         out.append(("max_rows_per_unit", rows))
     if seen.counts and by_id:
         out += _count_rows(seen, rows, by_groups, grouped, by_id[0].privacy_unit)

@@ -100,8 +100,8 @@ class _Replacer:
             if where != "the select list" and not col.table and col.name.lower() in self.aliases:
                 continue
             if col.name.lower() in columns or col.table:
-                _refuse("column {} of private table {} appears in {} outside a DP aggregate and the "
-                        "GROUP BY keys".format(col.name, table, where))
+                _refuse(f"column {col.name} of private table {table} appears in {where} outside a DP aggregate "
+                        + "and the GROUP BY keys")
             raise BindError(f"column {col.name} does not exist in {table}"
                             + did_you_mean(col.name, [*columns, *self.aliases]))
 
