@@ -45,6 +45,7 @@ Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
 
 from __future__ import annotations
 
+import functools
 import math
 import typing as t
 from dataclasses import dataclass
@@ -230,6 +231,7 @@ def _window(values: build.Values, names: build.Scratch, p: Fraction, half: int) 
     return [*stats, build.cte(names.g, template.fill(_GROUPS, keys=values.keys, hist=names.hist))]
 
 
+@functools.lru_cache(maxsize=256)
 def points_sql(values: build.Values, *, p: Fraction, half: int, column: str, n_column: str,
                tag: str = "w") -> exp.Select:
     """Per group: ``column`` = LIST of {v, c, r} covering ranks [r − half − 1, r + half + 1],
@@ -241,6 +243,7 @@ def points_sql(values: build.Values, *, p: Fraction, half: int, column: str, n_c
     return t.cast(exp.Select, tree)
 
 
+@functools.lru_cache(maxsize=256)
 def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, add_remove: bool,
                  columns: tuple[str, str, str], rows: int = 1, tag: str = "d") -> exp.Select:
     """Per group: PTR distance D = min(D(x, b), cap) of the quantile p, with n and x_r.

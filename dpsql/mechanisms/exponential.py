@@ -73,6 +73,7 @@ Whole numbers in a range of at most ``build.BUCKETS`` (ages, hours, days)
 
 from __future__ import annotations
 
+import functools
 import math
 import typing as t
 from fractions import Fraction
@@ -273,6 +274,7 @@ GROUP BY e._Z_keys
 """
 
 
+@functools.lru_cache(maxsize=256)
 def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> exp.Select:
     """Per group, in ``column``: the distinct values with ranks near p·n as ``LIST({v, c, r})``,
     or, for :attr:`~dpsql.sql.build.Values.one_per_bucket` values, the whole value histogram as

@@ -53,6 +53,7 @@ from Smith's analysis (the split, the quartiles, the widening rule, ξ < 1/6).
 
 from __future__ import annotations
 
+import functools
 import math
 import typing as t
 from fractions import Fraction
@@ -137,9 +138,11 @@ def chunk_sql(source: str, unit_key: str, k: int) -> exp.Expression:
     return template.fill(_CHUNK, unit=build.UNIT, k=template.number(int(k)))
 
 
-def chunks_sql(source: str, keys: list[str], f: exp.Expression, unit_key: str, k: int, lower: float,
+@functools.lru_cache(maxsize=256)
+def chunks_sql(source: str, keys: tuple[str, ...], f: exp.Expression, unit_key: str, k: int, lower: float,
                upper: float, column: str) -> exp.Select:
-    """Per group: ``LIST`` of the k clipped chunk answers, ordered by chunk."""
+    """Per group: ``LIST`` of the k clipped chunk answers, ordered by chunk (a tree shared by the
+    plans that ask for the same: never changed, :mod:`dpsql.sql.template`)."""
     nm, chunk = build.scratch("c"), build.CHUNK
     lo, hi, mid = (template.double(x) for x in (lower, upper, (lower + upper) / 2.0))
     size = template.number(int(k))
@@ -206,13 +209,13 @@ class _SaaPrepared(Prepared):
             return exp.Avg(this=x)
         if stat == "median":
             return exp.Median(this=x)
-        return exp.Anonymous(this="QUANTILE_CONT", expressions=[x, template.number(float(self.agg.quantile))])
+        return exp.PercentileCont(this=x, expression=template.number(float(self.agg.quantile)))
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
         return {}
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        tree = chunks_sql(source, keys, self.f(v or ""), self.ctx.unit_key, self.k, self.lower,
+        tree = chunks_sql(source, tuple(keys), self.f(v or ""), self.ctx.unit_key, self.k, self.lower,
                           self.upper, self.column)
         return _em.raw_select(tree, [*keys, self.column])
 

@@ -12,7 +12,11 @@ by its value:
 
 The mechanisms' per-group subqueries (the order statistics of :mod:`dpsql.sql.build`, the
 chunks of SAA) are built so: every compiler takes them as trees and none parses SQL text for
-them; the constant part is parsed once per process.
+them; the constant part is parsed once per process. The mechanisms keep the last trees they
+built (``functools.lru_cache`` on their arguments): such a tree is shared by the plans that ask
+for the same subquery, so it is never changed: a compiler that rewrites it copies it first
+(:meth:`dpsql.compile.spark.SparkCompiler.mechanism`), and DuckDB's keeps its text with it
+(:meth:`dpsql.compile.compiler.Compiler.mechanism`).
 
 >>> fill("SELECT _Z_keys, COUNT(*) AS __c FROM _Z_src GROUP BY _Z_keys", keys=["__k0"], src="__src").sql()
 'SELECT __k0, COUNT(*) AS __c FROM __src GROUP BY __k0'
