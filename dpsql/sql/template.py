@@ -43,24 +43,43 @@ def parsed(text: str) -> exp.Expression:
     return t.cast(exp.Expression, sqlglot.parse_one(text, read="duckdb"))
 
 
+Path = tuple[tuple[str, int | None], ...]
+
+
 @functools.cache
-def _slot_count(text: str) -> int:
-    return sum(1 for i in parsed(text).find_all(exp.Identifier) if i.this.startswith(PREFIX))
+def _slots(text: str) -> tuple[tuple[Path, str], ...]:
+    """Where the slots of the template are (the path from the root to each slot's name, and
+    the slot), last first: filling one then moves none of those still to fill."""
+    out = []
+    for ident in parsed(text).find_all(exp.Identifier):
+        if ident.this.startswith(PREFIX):
+            path, node = [], ident
+            while node.parent is not None:
+                path.append((node.arg_key, node.index))
+                node = node.parent
+            out.append((tuple(reversed(path)), ident.this[len(PREFIX):]))
+    return tuple(reversed(out))
+
+
+def _at(tree: exp.Expression, path: Path) -> exp.Expression:
+    node = tree
+    for key, index in path:
+        node = node.args[key] if index is None else node.args[key][index]
+    return node
 
 
 def fill(text: str, **slots: Slot) -> exp.Expression:
     """A copy of the template ``text`` with its slots filled (see the module's docstring)."""
     tree = parsed(text).copy()
-    found = [i for i in tree.find_all(exp.Identifier) if i.this.startswith(PREFIX)]
-    assert len(found) == _slot_count(text)
     used: set[int] = set()
-    for ident in found:
-        value = slots[ident.this[len(PREFIX):]]
+    for path, slot in _slots(text):
+        ident = _at(tree, path)
+        value = slots[slot]
         if isinstance(value, str):
             ident.set("this", value)
             continue
         column = ident.parent
-        assert isinstance(column, exp.Column), f"slot {ident.this} is not a column"
+        assert isinstance(column, exp.Column), f"slot {slot} is not a column"
         if isinstance(value, exp.Expression):
             column.replace(_once(value, used))
         else:
