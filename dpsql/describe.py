@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import typing as t
 
+from sqlglot import exp
+
 from dpsql.errors import BindError, PrivacyError
 from dpsql.result import Result
 
@@ -172,7 +174,9 @@ def _run_on_copy(con: t.Any, sql: str) -> pa.Table:
         scratch.execute(f'CREATE SCHEMA "{_SCRATCH_SCHEMA}"')
         for view in INFORMATION_SCHEMA:
             scratch.register("__rows", copies[view])
-            scratch.execute(f'CREATE TABLE "{_SCRATCH_SCHEMA}"."{view}" AS SELECT * FROM __rows')
+            copy = exp.Create(kind="TABLE", this=exp.table_(view, db=_SCRATCH_SCHEMA, quoted=True),
+                              expression=exp.select("*").from_("__rows"))
+            scratch.execute(copy.sql(dialect="duckdb"))
             scratch.unregister("__rows")
         harden(scratch)
         try:

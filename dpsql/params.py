@@ -137,7 +137,7 @@ def _check_position(node: exp.Expression, key: str) -> None:
         raise ParameterError(f"{shown} stands for a name (table, column, alias or type): "
                              "parameters can only be values")
     if isinstance(parent, (exp.Ordered, exp.Group)) or (isinstance(parent, exp.Order) and node.arg_key == "expressions"):
-        raise ParameterError(f"{shown} is an ORDER BY or GROUP BY item, where a literal number "
+        raise ParameterError(shown + " is an ORDER BY or GROUP BY item, where a literal number "
                              "means a column position: parameters can only be values")
 
 

@@ -1,6 +1,7 @@
 """The compilers (dpsql.compile): the statement is built from its typed plan and printed once;
-Spark's compiler reads no SQL text of the statement (only the binder's joins and a mechanism's
-own subquery template, neither of which these queries have)."""
+Spark's compiler reads no SQL text of the statement (only the binder's joins, which these queries
+do not have): the mechanisms' subqueries (order statistics, PTR and smooth windows, SAA chunks)
+are trees built from templates parsed once."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ QUERIES = [
     "SELECT sex, DP_COUNT(*), DP_VAR(age) FROM adult GROUP BY sex WITH (epsilon = 1)",
     "SELECT occupation, DP_COUNT(*) FROM adult GROUP BY occupation WITH (epsilon = 1, delta = 1e-6)",
     "SELECT race, DP_SUM(age / 10, 0, 10) FROM adult GROUP BY race WITH (epsilon = 1, keys = ['Black', 'White'])",
+    # the mechanisms' own subqueries
+    "SELECT DP_MEDIAN(age) FROM adult WITH (epsilon = 1)",
+    "SELECT sex, DP_QUANTILE(fnlwgt, 0.9, 0, 1500000) FROM adult GROUP BY sex WITH (epsilon = 1)",
+    "SELECT DP_MEDIAN(age) FROM adult WITH (mechanism = 'ptr', bound = 5, epsilon = 1, delta = 1e-6)",
+    "SELECT sex, DP_QUANTILE(fnlwgt, 0.5, 0, 1500000) FROM adult GROUP BY sex "
+    "WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)",
+    "SELECT sex, DP_MEAN(age) FROM adult GROUP BY sex WITH (mechanism = 'saa', epsilon = 1, chunks = 20)",
 ]
 
 
@@ -31,6 +39,7 @@ def con():
 @pytest.mark.parametrize("query", QUERIES)
 def test_spark_is_compiled_from_the_plan_not_from_text(con, query: str, monkeypatch) -> None:
     plan = con.prepare(query).plan
+    rewrite(plan, SPARK)  # the templates are parsed on first use, once per process: not per statement
     parse_one, parse = sqlglot.parse_one, sqlglot.parse
 
     def refuse(real):

@@ -76,7 +76,7 @@ def test_a_duckdb_without_a_required_setting_is_refused() -> None:
         def execute(self, sql: str, *args: object) -> duckdb.DuckDBPyConnection:
             if "duckdb_settings()" in sql:
                 sql += " WHERE name <> 'enable_external_access'"
-            if "current_setting('enable_external_access')" in sql:
+            if "current_setting(" in sql and "enable_external_access" in sql + repr(args):  # the name is bound
                 raise duckdb.CatalogException("unrecognized configuration parameter")
             return self.con.execute(sql, *args)
 

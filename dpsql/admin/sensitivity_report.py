@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
+from sqlglot import exp
 
 from dpsql.admin import bruteforce as bf
 from dpsql.errors import Error
@@ -102,16 +103,14 @@ class SensitivityReport:
         return "\n".join(self.lines())
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _values(con: duckdb.DuckDBPyConnection, table: str, column: str, lower: float,
             upper: float) -> np.ndarray:
     """The non-NULL values of the column, clipped to [lower, upper], sorted (raw data)."""
-    x = f"TRY_CAST({_quote(column)} AS DOUBLE)"
-    sql = (f"SELECT LEAST(GREATEST({x}, {lower!r}), {upper!r}) AS v FROM {_quote(table)} "
-           f"WHERE {x} IS NOT NULL ORDER BY v")
+    x = exp.TryCast(this=exp.column(column, quoted=True), to=exp.DataType.build("DOUBLE"))
+    clipped = exp.Least(this=exp.Greatest(this=x, expressions=[exp.Literal.number(repr(lower))]),
+                        expressions=[exp.Literal.number(repr(upper))])
+    sql = (exp.select(exp.alias_(clipped, "v")).from_(exp.table_(table, quoted=True))
+           .where(exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))).order_by("v").sql(dialect="duckdb"))
     try:
         got = con.execute(sql).fetchnumpy()["v"]
     except duckdb.Error as err:

@@ -151,8 +151,22 @@ class Compiler:
         return tree
 
     def mechanism(self, sq: Subquery) -> exp.Expression:
-        """A mechanism's subquery as it is."""
-        return sq.select
+        """A mechanism's subquery as it is, its own query (``FROM (query) AS __q``,
+        :func:`dpsql.mechanisms.base.raw_select`) printed once per tree: a mechanism keeps the
+        trees it built and hands the same (never changed) tree to every plan that asks for the
+        same subquery, so its text is kept with it (printing a window of order statistics is
+        most of the time of planning a quantile)."""
+        source = sq.select.args.get("from_")
+        inner = source.this if source is not None else None
+        if not (isinstance(inner, exp.Subquery) and inner.alias == build.RAW):
+            return sq.select
+        key = f"sql.{self.dialect}"
+        text = inner.this.meta.get(key)
+        if text is None:
+            text = inner.this.meta[key] = inner.this.sql(dialect=self.dialect)
+        out = exp.Select(expressions=[e.copy() for e in sq.select.expressions])
+        out.set("from_", exp.From(this=exp.Table(this=verbatim(f"({text})"), alias=exp.TableAlias(this=name(build.RAW)))))
+        return out
 
     # -- text -------------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ bucket per value (:meth:`SparkCompiler.value_histogram`). Every node form of
 :mod:`dpsql.sql.target` (``TRY``, ``HASH``, exact sums, ordered lists, ...) is then applied to
 the whole tree (:meth:`SparkCompiler.finish`).
 
-A mechanism's subquery carried as DuckDB text (:func:`dpsql.mechanisms.base.raw_select`) is
-parsed here, once: it is the mechanism's input to the statement, not the statement.
+A mechanism's subquery is a tree too (:func:`dpsql.mechanisms.base.raw_select`, built from
+templates parsed once per process): it is taken as it is, never parsed from text.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dpsql.compile import preaggregate as preaggregate_rule
 from dpsql.compile.compiler import Compiled, Compiler, register
 from dpsql.compile.domain import values as value_list
 from dpsql.compile.keyjoin import key_join
-from dpsql.compile.nodes import alias, col, fn, name, subquery, table
+from dpsql.compile.nodes import alias, col, fn, name, table
 from dpsql.compile.plan import KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
 from dpsql.compile.truncate import truncate
 from dpsql.sql import build
@@ -116,12 +116,8 @@ class SparkCompiler(Compiler):
         return top
 
     def mechanism(self, sq: Subquery) -> exp.Expression:
-        """The subquery with its DuckDB text parsed, its order statistics one bucket per value."""
+        """The subquery (a tree: no text is parsed), its order statistics one bucket per value."""
         select = sq.select.copy()
-        for node in list(select.find_all(exp.Table)):
-            if isinstance(node.this, exp.Var):
-                inner = t.cast(exp.Expression, sqlglot.parse_one(node.this.name.strip()[1:-1], read="duckdb"))
-                node.replace(subquery(inner, node.alias or build.RAW))
         for with_ in list(select.find_all(exp.With)):
             self.value_histogram(with_)
         return select

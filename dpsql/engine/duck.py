@@ -93,22 +93,21 @@ class DuckDBEngine(Backend):
     def catalog_rows(self, tables: t.Sequence[tuple[str, str, str, str]]) -> dict[str, "pa.Table"]:
         """DuckDB's own rows of ``information_schema.tables``, ``columns`` and ``schemata`` for
         these declared tables (policy key, catalog, schema, name) and schema main of the database."""
-        where = [(catalog.lower(), schema, name) for _, catalog, schema, name in tables]
-        match = " OR ".join("(lower(table_catalog) = ? AND lower(table_schema) = ? AND lower(table_name) = ?)"
-                            for _ in where) or "false"
+        where = [[catalog.lower(), schema, name] for _, catalog, schema, name in tables]
         schemata = sorted({(c, s) for c, s, _ in where} | {(self.database.lower(), "main")})
-        schemas = " OR ".join("(lower(catalog_name) = ? AND lower(schema_name) = ?)" for _ in schemata)
-        flat = [v for row in where for v in row]
+        # Fixed text: the names are one bound parameter, a list of [catalog, schema, name] lists.
+        table = "list_contains(?, [lower(table_catalog), lower(table_schema), lower(table_name)])"
         queries = {
-            "tables": (f"SELECT * FROM information_schema.tables WHERE {match} "
-                       "ORDER BY table_catalog, table_schema, table_name", flat),
-            "columns": (f"SELECT * FROM information_schema.columns WHERE {match} "
-                        "ORDER BY table_catalog, table_schema, table_name, ordinal_position", flat),
-            "schemata": (f"SELECT * FROM information_schema.schemata WHERE {schemas} "
-                         "ORDER BY catalog_name, schema_name", [v for row in schemata for v in row]),
+            "tables": ("SELECT * FROM information_schema.tables WHERE " + table
+                       + " ORDER BY table_catalog, table_schema, table_name", where),
+            "columns": ("SELECT * FROM information_schema.columns WHERE " + table
+                        + " ORDER BY table_catalog, table_schema, table_name, ordinal_position", where),
+            "schemata": ("SELECT * FROM information_schema.schemata WHERE list_contains(?, "
+                         "[lower(catalog_name), lower(schema_name)]) ORDER BY catalog_name, schema_name",
+                         [list(row) for row in schemata]),
         }
-        return {view: self.connection.sql(select, params=params).to_arrow_table()
-                for view, (select, params) in queries.items()}
+        return {view: self.connection.sql(select, params=[names]).to_arrow_table()
+                for view, (select, names) in queries.items()}
 
     def data_files(self) -> tuple[str, ...]:
         """Files the locked-down DuckDB may still read (the views over data files read them)."""

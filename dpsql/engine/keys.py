@@ -43,9 +43,10 @@ import typing as t
 from dataclasses import dataclass
 
 import duckdb
+from sqlglot import exp
 
 from dpsql.errors import Error, OptionError, PolicyError
-from dpsql.sql import build
+from dpsql.sql import build, casts
 
 if t.TYPE_CHECKING:
     import pyarrow as pa
@@ -91,9 +92,6 @@ class KeyDomain:
 
         return pa.table({build.key(j): pa.array(col, pa.string()) for j, col in enumerate(self.texts)})
 
-    def values(self, alias: str) -> str:
-        """The texts as SQL: ``(VALUES ('16'), ...) AS alias(__k0, ...)``."""
-        return f"(VALUES {build.value_rows(zip(*self.texts))}) AS {alias}({', '.join(build.keys(len(self.types)))})"
 
 
 @dataclass(frozen=True)
@@ -135,10 +133,10 @@ def _cast_rows(sql: str, value: t.Any) -> list[tuple[t.Any, ...]] | None:
             return None
 
 
-def _cast_sql(x: str, dtype: str) -> str:
-    """The typed value of ``x``, its text, and whether the text casts back to the same value."""
-    typed = f"TRY_CAST({x} AS {dtype})"
-    return f"{typed}, CAST({typed} AS VARCHAR), TRY_CAST(CAST({typed} AS VARCHAR) AS {dtype}) IS NOT DISTINCT FROM {typed}"
+def _cast_sql(x: exp.Expression, dtype: str) -> str:
+    """``SELECT`` the typed value of ``x``, its text, and whether the text casts back to the
+    same value (:func:`dpsql.sql.casts.round_trip`)."""
+    return exp.Select(expressions=casts.round_trip(x, dtype)).sql(dialect="duckdb")
 
 
 Cast = tuple[t.Any, "str | None", bool]
@@ -178,7 +176,7 @@ Caster = t.Callable[[t.Any, str], Cast]
 
 
 def _run_cast(value: t.Any, dtype: str) -> Cast:
-    rows = _cast_rows(f"SELECT {_cast_sql('$1', dtype)}", value)
+    rows = _cast_rows(_cast_sql(exp.Placeholder(this="1"), dtype), value)
     return (rows[0][0], rows[0][1], bool(rows[0][2])) if rows else (None, None, False)
 
 
@@ -209,12 +207,20 @@ def _cast_plain(plain: tuple[tuple[str, t.Any], ...], dtype: str) -> dict[tuple[
         vals = list(dict.fromkeys(v for k, v in plain if k == kind))
         if len(vals) < 2:
             continue
-        sql = (f"SELECT {_cast_sql('x', dtype)} FROM "
-               f"(SELECT UNNEST($1::{sql_type}[]) AS x, GENERATE_SUBSCRIPTS($1::{sql_type}[], 1) AS i) ORDER BY i")
-        rows = _cast_rows(sql, vals)  # None: left to the casts one by one
+        rows = _cast_rows(_cast_list(dtype, sql_type), vals)  # None: left to the casts one by one
         if rows is not None and len(rows) == len(vals):
             out.update({(kind, v): (a, b, bool(c)) for v, (a, b, c) in zip(vals, rows)})
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _cast_list(dtype: str, sql_type: str) -> str:
+    """The casts of each element of the list ``$1`` (of ``sql_type``), in the list's order."""
+    listed = exp.Cast(this=exp.Placeholder(this="1"), to=exp.DataType.build(sql_type + "[]", dialect="duckdb"))
+    source = exp.select(exp.alias_(exp.Unnest(expressions=[listed]), "x"),
+                        exp.alias_(exp.Anonymous(this="GENERATE_SUBSCRIPTS", expressions=[listed.copy(), exp.Literal.number(1)]), "i"))
+    select = exp.Select(expressions=casts.round_trip(exp.column("x"), dtype)).from_(source.subquery())
+    return select.order_by("i").sql(dialect="duckdb")
 
 
 def _cast_key(value: t.Any, dtype: str, batch: t.Mapping[tuple[str, t.Any], Cast] | None = None,
@@ -248,11 +254,8 @@ def engine_caster(engine: "Backend") -> Caster | None:
         return None
 
     def cast(value: t.Any, dtype: str) -> Cast:
-        from sqlglot import exp
-
         try:
-            literal = exp.convert(value).sql(dialect="duckdb")
-            rows = engine.public_rows(f"SELECT {_cast_sql(literal, dtype)}")
+            rows = engine.public_rows(_cast_sql(exp.convert(value), dtype))
         except (Error, ValueError, TypeError):  # not a value the engine takes
             return (None, None, False)
         return (rows[0][0], rows[0][1], bool(rows[0][2])) if rows else (None, None, False)
@@ -381,7 +384,7 @@ def public_domain(bound: "Bound", engine: "Backend | None" = None) -> KeyDomain 
         if not width:
             raise OptionError("option 'keys' needs a GROUP BY")
         if any(len(k) != width for k in opts.keys):
-            raise OptionError(f"option 'keys': each key must have {width} part(s), one per GROUP BY expression")
+            raise OptionError(f"option 'keys': each key must have {width} part(s), one per " + "GROUP BY expression")
         return normalise(opts.keys, types, "keys", OptionError, caster)
     assert bound.table is not None
     by = engine if caster is not None else None  # the private caster's domains are shared by all engines

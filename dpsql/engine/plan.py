@@ -342,7 +342,7 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None, en
         if delta <= 0:
             cols = ", ".join(bound.group_labels)
             raise PrivacyError(
-                f"GROUP BY {cols} needs public keys when delta = 0: declare keys in the policy, "
+                "GROUP BY " + cols + " needs public keys when delta = 0: declare keys in the policy, "
                 "pass keys=[...], or give delta > 0 to select keys by a noisy threshold"
             )
 

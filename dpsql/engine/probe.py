@@ -104,11 +104,13 @@ def _empty(columns: list[tuple[str, str]], outer: exp.Select | None = None) -> "
     con = duckdb.connect(":memory:")
     try:
         harden(con)
-        select = ", ".join(
-            f"CAST(NULL AS {ty}) AS \"{name.replace(chr(34), chr(34) * 2)}\"" for name, ty in columns)
+        select = exp.select(*(exp.alias_(exp.cast(exp.null(), exp.DataType.build(ty, dialect="duckdb")), name, quoted=True)
+                              for name, ty in columns)).limit(0)
         if outer is None:
-            return con.sql(f"SELECT {select} LIMIT 0").to_arrow_table()
-        con.execute(f"CREATE TEMP TABLE {NOISY} AS SELECT {select} LIMIT 0")
+            return con.sql(select.sql(dialect="duckdb")).to_arrow_table()
+        noisy = exp.Create(kind="TABLE", this=exp.to_table(NOISY), expression=select,
+                           properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+        con.execute(noisy.sql(dialect="duckdb"))
         return con.sql(outer.sql(dialect="duckdb")).to_arrow_table()
     finally:
         con.close()

@@ -55,7 +55,7 @@ def settings(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     for name, _ in HARDENING:
         if name not in current:
             try:
-                current[name] = str(scalar(con, f"SELECT current_setting('{name}')")).lower()
+                current[name] = str(scalar(con, "SELECT current_setting(?)", [name])).lower()
             except duckdb.Error:
                 pass  # no such setting in this DuckDB
     return current

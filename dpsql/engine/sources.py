@@ -26,6 +26,8 @@ import glob
 import os
 import typing as t
 
+from sqlglot import exp
+
 from dpsql.errors import Error, PolicyError
 
 if t.TYPE_CHECKING:
@@ -158,6 +160,28 @@ def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _table(catalog: str, schema: str, name: str | None = None) -> exp.Table:
+    """A quoted ``catalog.schema.name`` (or ``catalog.schema`` for a schema) as a tree.
+
+    >>> _table("temp", "main", 'a"b').sql(dialect="duckdb")
+    '"temp"."main"."a""b"'
+    """
+    parts = [exp.to_identifier(p, quoted=True) for p in (catalog, schema, name) if p is not None]
+    return exp.Table(this=parts[-1], db=parts[-2], catalog=parts[0] if len(parts) == 3 else None)
+
+
+def _file_view(name: exp.Table, reader: str, files: t.Sequence[str], temporary: bool) -> str:
+    """``CREATE [TEMPORARY] VIEW name AS SELECT * FROM reader([files])``, the files as string literals.
+
+    >>> print(_file_view(_table("temp", "main", "v"), "read_csv", ["a'b.csv"], True))
+    CREATE TEMPORARY VIEW "temp"."main"."v" AS SELECT * FROM READ_CSV(['a''b.csv'])
+    """
+    call = exp.Anonymous(this=reader, expressions=[exp.Array(expressions=[exp.Literal.string(f) for f in files])])
+    properties = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
+    return exp.Create(kind="VIEW", this=name, expression=exp.select("*").from_(exp.Table(this=call)),
+                      properties=properties).sql(dialect="duckdb")
+
+
 def open_sources(con: duckdb.DuckDBPyConnection, policy: Policy) -> dict[str, str]:
     """Attach the policy's databases and create its file-backed tables on ``con`` (not yet locked
     down). Returns the tables (keys) whose views live outside the connection's database, with
@@ -233,12 +257,10 @@ def _view(con: duckdb.DuckDBPyConnection, tp: TablePolicy, catalog: str) -> list
     if exists:
         raise PolicyError(f"{where}: the database already holds a table {tp.name}; a table with a source "
                           "must be a name the database does not use")
-    paths = "[" + ", ".join(literal(f) for f in files) + "]"
-    name = f"{quote(catalog)}.{quote(tp.schema)}.{quote(tp.table_name)}"
-    temporary = "TEMPORARY " if catalog == "temp" else ""  # DuckDB's rule for the temp catalog
+    temporary = catalog == "temp"  # DuckDB's rule for the temp catalog: a TEMPORARY view
     try:
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(tp.schema)}")
-        con.execute(f"CREATE {temporary}VIEW {name} AS SELECT * FROM {reader}({paths})")
+        con.execute(exp.Create(kind="SCHEMA", this=_table(catalog, tp.schema), exists=True).sql(dialect="duckdb"))
+        con.execute(_file_view(_table(catalog, tp.schema, tp.table_name), reader, files, temporary))
     except duckdb.Error as err:
         # The reader sniffs the files: its message could quote a value, so it is not shown.
         raise PolicyError(f"{where}: DuckDB cannot read {shown} as table {tp.name} "
@@ -281,6 +303,6 @@ def expose_registered(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
                 f"table {name} is a registered (temporary) object, not a table of database {path}, which "
                 f"dpsql never writes to; register it on an in-memory connection (duckdb.connect()), or "
                 f"store it as a table: CREATE TABLE {name} AS ...")
-        quoted = '"' + name.replace('"', '""') + '"'
-        db = '"' + database.replace('"', '""') + '"'
-        con.execute(f"CREATE VIEW {db}.main.{quoted} AS SELECT * FROM temp.main.{quoted}")
+        view = exp.Create(kind="VIEW", this=_table(database, "main", name),
+                          expression=exp.select("*").from_(_table("temp", "main", name)))
+        con.execute(view.sql(dialect="duckdb"))

@@ -371,15 +371,16 @@ def bound_name(lower: float, upper: float) -> str:
     return f"upper bound {fmt(upper)}" if abs(upper) >= abs(lower) else f"lower bound {fmt(lower)}"
 
 
-def raw_select(sql: str, names: list[str]) -> exp.Select:
-    """``SELECT names FROM (sql) AS __q`` (:data:`dpsql.sql.build.RAW`) with ``sql`` kept verbatim.
+def raw_select(query: exp.Expression, names: list[str]) -> exp.Select:
+    """``SELECT names FROM (query) AS __q`` (:data:`dpsql.sql.build.RAW`): a mechanism's own
+    query (a tree built from templates parsed once, :mod:`dpsql.sql.template`) as the
+    subquery the compilers take as it is.
 
-    The text is carried as a ``Var``, which sqlglot prints as is (quotes included): parsing
-    and regenerating a query of this size would add tens of milliseconds to every plan.
+    >>> raw_select(exp.select("1 AS x"), ["x"]).sql()
+    'SELECT x FROM (SELECT 1 AS x) AS __q'
     """
-    body = exp.Var(this=f"({sql.strip()})")
-    source = exp.Table(this=body, alias=exp.TableAlias(this=exp.to_identifier(RAW)))
-    return exp.select(*[exp.column(name) for name in names]).from_(source)
+    source = exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(RAW)))
+    return exp.Select(expressions=[exp.column(name) for name in names]).from_(source, copy=False)
 
 
 #: The most rows a table can hold: DuckDB numbers rows with signed 64-bit integers, so no group

@@ -45,6 +45,7 @@ Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
 
 from __future__ import annotations
 
+import functools
 import math
 import typing as t
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ from dpsql.mechanisms.fixed import FixedPoint, whole
 from dpsql.privacy import noise as _noise
 from dpsql.privacy import sensitivity as sens
 from dpsql.privacy.budget import Cost
-from dpsql.sql import build
+from dpsql.sql import build, template
 from dpsql.sql.argtypes import whole_numbers
 
 if t.TYPE_CHECKING:
@@ -160,37 +161,91 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
 
 
 # ----------------------------------------------------------------------------- SQL
-# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the
-# note there): carried verbatim on DuckDB, parsed once by Spark's compiler.
-def _rank(n: str, p: Fraction) -> str:
-    """r = max(1, ⌈p·n⌉) in exact integer arithmetic (p as a fraction)."""
-    return f"GREATEST(1, (CAST({n} AS HUGEINT) * {p.numerator} + {p.denominator - 1}) // {p.denominator})"
+# The subquery is built from templates parsed once (dpsql.sql.template), as the order
+# statistics of dpsql.sql.build are: a tree every compiler takes as it is.
+
+_RANK = "GREATEST(1, (CAST(_Z_n AS HUGEINT) * _Z_num + _Z_less) // _Z_den)"
+_NEAR = "__cum >= __r - _Z_half AND __cum - __c < __r + _Z_half"
+_GROUPS = "SELECT _Z_keys, ANY_VALUE(__n) AS __n, ANY_VALUE(__r) AS __r FROM _Z_hist GROUP BY _Z_keys"
+_POINTS = """
+SELECT g._Z_keys, LIST({'v': w.__val, 'c': w.__c, 'r': w.__cum} ORDER BY w.__val)
+         FILTER (WHERE NOT w.__val IS NULL) AS _Z_column, ANY_VALUE(g.__n) AS _Z_ncolumn
+FROM _Z_g AS g LEFT JOIN _Z_pts AS w ON _Z_match
+GROUP BY g._Z_keys, g.__n
+"""
+_X_AT = ("CASE WHEN _Z_k <= 0 THEN _Z_lo WHEN _Z_k > g.__n THEN _Z_hi ELSE "
+         "MIN(w.__val) FILTER (WHERE w.__cum - w.__c < _Z_k AND _Z_k <= w.__cum) END")
+_X_NEAR = "(CASE _Z_k - __r WHEN -1 THEN __xm WHEN 0 THEN __x0 ELSE __xp END)"
+_LS = ("GREATEST(ABS(_Z_a - __x0), ABS(_Z_b - __x0), "
+       "CASE WHEN __n >= 1 THEN GREATEST(ABS(_Z_c - __x0), ABS(_Z_d - __x0)) ELSE 0 END)")
+_PAIR = "COALESCE(pd.__d, _Z_reach)"
+_PER_UNIT = "(_Z_pair) // _Z_rows"
+_ADD_REMOVE = "CASE WHEN s.__ls > _Z_bound THEN 0 ELSE GREATEST(1, _Z_pair) END"
+_DISTANCE = """
+WITH _Z_lf AS (
+  SELECT _Z_keys, LEAST(__cum, __r) AS __i, __val AS __x FROM _Z_pts WHERE __cum - __c + 1 <= __r
+  UNION ALL SELECT _Z_keys, 0, _Z_lo FROM _Z_g
+), _Z_rt AS (
+  SELECT _Z_keys, GREATEST(__cum - __c + 1, __r) AS __j, __val AS __x FROM _Z_pts WHERE __cum >= __r
+  UNION ALL SELECT _Z_keys, __n + 1, _Z_hi FROM _Z_g
+), _Z_pd AS (
+  SELECT a._Z_keys, MIN(b.__j - a.__i - 1) AS __d
+  FROM _Z_lf AS a JOIN _Z_rt AS b ON _Z_ab
+  GROUP BY a._Z_keys
+), _Z_xs AS (
+  SELECT g._Z_keys, g.__n AS __n, g.__r AS __r, _Z_xm AS __xm, _Z_x0 AS __x0,
+         _Z_xp AS __xp, _Z_rp AS __rp, _Z_rm AS __rm
+  FROM _Z_g AS g LEFT JOIN _Z_pts AS w ON _Z_gw
+  GROUP BY g._Z_keys, g.__n, g.__r
+), _Z_ls AS (
+  SELECT *, _Z_lsx AS __ls FROM _Z_xs
+)
+SELECT s._Z_keys, LEAST(_Z_cap, _Z_dist) AS _Z_dcol, s.__n AS _Z_ncol, s.__x0 AS _Z_fcol
+FROM _Z_ls AS s LEFT JOIN _Z_pd AS pd ON _Z_spd
+"""
 
 
-def _window(values: build.Values, names: build.Scratch, p: Fraction, half: int) -> str:
+def _rank(n: exp.Expression, p: Fraction) -> exp.Expression:
+    """r = max(1, ⌈p·n⌉) in exact integer arithmetic (p as a fraction).
+
+    >>> _rank(exp.column("__n"), Fraction(1, 2)).sql("duckdb")
+    'GREATEST(1, (CAST(__n AS INT128) * 1 + 1) // 2)'
+    """
+    return template.fill(_RANK, n=n, num=template.number(p.numerator), less=template.number(p.denominator - 1),
+                         den=template.number(p.denominator))
+
+
+def _offset(name: str, table: str, by: int) -> exp.Expression:
+    """``table.name``, ``table.name + by`` or ``table.name - |by|``."""
+    column = exp.column(name, table or None)
+    if by == 0:
+        return column
+    return (exp.Add if by > 0 else exp.Sub)(this=column, expression=template.number(abs(by)))
+
+
+def _window(values: build.Values, names: build.Scratch, p: Fraction, half: int) -> list[exp.CTE]:
     """CTEs up to ``names.pts`` (distinct values {val, c, cum} with r and n) and ``names.g``
     (n, r per group): the values of ranks [r − half − 1, r + half + 1]."""
-    near = f"__cum >= __r - {half + 1} AND __cum - __c < __r + {half + 1}"
-    ks = values.keys
-    return f"""{build.order_statistics(values, names, near, {"__r": _rank("__n", p)})}, {names.g} AS (
-  SELECT {build.leading(ks)}ANY_VALUE(__n) AS __n, ANY_VALUE(__r) AS __r FROM {names.hist} {build.group_by(ks)}
-)"""
+    near = template.fill(_NEAR, half=template.number(half + 1))
+    stats = build.order_statistics(values, names, near, {"__r": _rank(exp.column("__n"), p)})
+    return [*stats, build.cte(names.g, template.fill(_GROUPS, keys=values.keys, hist=names.hist))]
 
 
+@functools.lru_cache(maxsize=256)
 def points_sql(values: build.Values, *, p: Fraction, half: int, column: str, n_column: str,
-               tag: str = "w") -> str:
+               tag: str = "w") -> exp.Select:
     """Per group: ``column`` = LIST of {v, c, r} covering ranks [r − half − 1, r + half + 1],
     and ``n_column`` = n (both NULL when the group has no values)."""
     nm, ks = build.scratch(tag), values.keys
-    return f"""WITH {_window(values, nm, p, half)}
-SELECT {build.leading(ks, 'g')}LIST({{'v': w.__val, 'c': w.__c, 'r': w.__cum}} ORDER BY w.__val)
-         FILTER (WHERE w.__val IS NOT NULL) AS {column}, ANY_VALUE(g.__n) AS {n_column}
-FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {build.same_keys('g', 'w', ks)}
-GROUP BY {build.leading(ks, 'g')}g.__n"""
+    tree = template.fill(_POINTS, keys=ks, column=column, ncolumn=n_column, g=nm.g, pts=nm.pts,
+                         match=template.conjunction(template.same_keys("g", "w", ks)))
+    tree.set("with_", exp.With(expressions=_window(values, nm, p, half)))
+    return t.cast(exp.Select, tree)
 
 
+@functools.lru_cache(maxsize=256)
 def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, add_remove: bool,
-                 columns: tuple[str, str, str], rows: int = 1, tag: str = "d") -> str:
+                 columns: tuple[str, str, str], rows: int = 1, tag: str = "d") -> exp.Select:
     """Per group: PTR distance D = min(D(x, b), cap) of the quantile p, with n and x_r.
 
     The pair form min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} (b = ``bound``) over the padded
@@ -204,47 +259,36 @@ def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, a
     D, n and x_r.
     """
     nm, ks = build.scratch(tag), values.keys
-    kc, (dcol, ncol, fcol) = build.leading(ks), columns
+    dcol, ncol, fcol = columns
     reach = cap * rows
-    lo, hi, bb = (build.literal(x, double=True) for x in (values.lower, values.upper, bound))
+    lo, hi, bb = (template.double(x) for x in (values.lower, values.upper, bound))
 
-    def x_at(k: str) -> str:  # padded order statistic x_k from the points joined to g
-        return (f"CASE WHEN {k} <= 0 THEN {lo} WHEN {k} > g.__n THEN {hi} ELSE "
-                f"MIN(w.__val) FILTER (WHERE w.__cum - w.__c < {k} AND {k} <= w.__cum) END")
+    def x_at(by: int) -> exp.Expression:  # padded order statistic x_(r + by) from the points joined to g
+        return template.fill(_X_AT, k=_offset("__r", "g", by), lo=lo, hi=hi)
 
-    def x_near(k: str) -> str:  # k in {r - 1, r, r + 1}
-        return f"(CASE {k} - __r WHEN -1 THEN __xm WHEN 0 THEN __x0 ELSE __xp END)"
+    def x_near(name: str, by: int) -> exp.Expression:  # k in {r - 1, r, r + 1}
+        return template.fill(_X_NEAR, k=_offset(name, "", by))
 
-    ls = (f"GREATEST(ABS({x_near('__rp')} - __x0), ABS({x_near('__rp - 1')} - __x0), "
-          f"CASE WHEN __n >= 1 THEN GREATEST(ABS({x_near('__rm')} - __x0), "
-          f"ABS({x_near('__rm + 1')} - __x0)) ELSE 0 END)")
-    pair = f"COALESCE(pd.__d, {reach})"
+    ls = template.fill(_LS, a=x_near("__rp", 0), b=x_near("__rp", -1), c=x_near("__rm", 0), d=x_near("__rm", 1))
+    pair = template.fill(_PAIR, reach=template.number(reach))
     if rows > 1:
-        dist = f"({pair}) // {rows}"
+        dist = template.fill(_PER_UNIT, pair=pair, rows=template.number(rows))
     elif add_remove:
-        dist = f"CASE WHEN s.__ls > {bb} THEN 0 ELSE GREATEST(1, {pair}) END"
+        dist = template.fill(_ADD_REMOVE, pair=pair, bound=bb)
     else:
         dist = pair
-    return f"""WITH {_window(values, nm, p, reach - 1)}, {nm.lf} AS (
-  SELECT {kc}LEAST(__cum, __r) AS __i, __val AS __x FROM {nm.pts} WHERE __cum - __c + 1 <= __r
-  UNION ALL SELECT {kc}0, {lo} FROM {nm.g}
-), {nm.rt} AS (
-  SELECT {kc}GREATEST(__cum - __c + 1, __r) AS __j, __val AS __x FROM {nm.pts} WHERE __cum >= __r
-  UNION ALL SELECT {kc}__n + 1, {hi} FROM {nm.g}
-), {nm.pd} AS (
-  SELECT {build.leading(ks, 'a')}MIN(b.__j - a.__i - 1) AS __d
-  FROM {nm.lf} AS a JOIN {nm.rt} AS b ON {build.same_keys('a', 'b', ks, f'b.__x - a.__x > {bb}')}
-  {build.group_by(ks, 'a')}
-), {nm.xs} AS (
-  SELECT {build.leading(ks, 'g')}g.__n AS __n, g.__r AS __r, {x_at('g.__r - 1')} AS __xm, {x_at('g.__r')} AS __x0,
-         {x_at('g.__r + 1')} AS __xp, {_rank('g.__n + 1', p)} AS __rp, {_rank('g.__n - 1', p)} AS __rm
-  FROM {nm.g} AS g LEFT JOIN {nm.pts} AS w ON {build.same_keys('g', 'w', ks)}
-  GROUP BY {build.leading(ks, 'g')}g.__n, g.__r
-), {nm.ls} AS (
-  SELECT *, {ls} AS __ls FROM {nm.xs}
-)
-SELECT {build.leading(ks, 's')}LEAST({cap}, {dist}) AS {dcol}, s.__n AS {ncol}, s.__x0 AS {fcol}
-FROM {nm.ls} AS s LEFT JOIN {nm.pd} AS pd ON {build.same_keys('s', 'pd', ks)}"""
+    beyond = exp.GT(this=exp.Sub(this=exp.column("__x", "b"), expression=exp.column("__x", "a")), expression=bb)
+    tree = template.fill(
+        _DISTANCE, keys=ks, lo=lo, hi=hi, xm=x_at(-1), x0=x_at(0), xp=x_at(1),
+        rp=_rank(_offset("__n", "g", 1), p), rm=_rank(_offset("__n", "g", -1), p), lsx=ls,
+        cap=template.number(cap), dist=dist, dcol=dcol, ncol=ncol, fcol=fcol,
+        ab=template.conjunction([*template.same_keys("a", "b", ks), beyond]),
+        gw=template.conjunction(template.same_keys("g", "w", ks)),
+        spd=template.conjunction(template.same_keys("s", "pd", ks)),
+        lf=nm.lf, rt=nm.rt, pd=nm.pd, xs=nm.xs, ls=nm.ls, g=nm.g, pts=nm.pts)
+    with_ = tree.args["with_"]
+    with_.set("expressions", [*_window(values, nm, p, reach - 1), *with_.expressions])
+    return t.cast(exp.Select, tree)
 
 
 class WindowSQL(t.Protocol):
@@ -261,7 +305,7 @@ class WindowSQL(t.Protocol):
     @property
     def columns(self) -> tuple[str, ...]: ...
 
-    def window_sql(self, values: build.Values) -> str:
+    def window_sql(self, values: build.Values) -> exp.Select:
         """The per-group SELECT of the quantile's data-dependent quantities over ``values``."""
         ...
 

@@ -73,6 +73,7 @@ Whole numbers in a range of at most ``build.BUCKETS`` (ages, hours, days)
 
 from __future__ import annotations
 
+import functools
 import math
 import typing as t
 from fractions import Fraction
@@ -86,7 +87,7 @@ from dpsql.mechanisms.batch import Groups, Lists, ReleasedColumn
 from dpsql.mechanisms.wholequantile import whole_regions
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
-from dpsql.sql import build
+from dpsql.sql import build, template
 from dpsql.sql.argtypes import whole_numbers
 from dpsql.sql.statistics import Statistic
 
@@ -254,11 +255,27 @@ def rank_error(eps_prime: float, lower: float, upper: float, confidence: float, 
 
 
 # -- SQL ---------------------------------------------------------------------------------------
-# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the
-# note there): carried verbatim on DuckDB, parsed once by Spark's compiler.
+# The subquery is built from templates parsed once (dpsql.sql.template), as the order
+# statistics of dpsql.sql.build are: a tree every compiler takes as it is.
+
+_HISTOGRAM = "SELECT _Z_keys, LIST({'v': __lo, 'c': __c} ORDER BY __lo) AS _Z_column FROM _Z_h GROUP BY _Z_keys"
+_BUCKET_D = "COALESCE(MIN(ABS(__cum - _Z_p * __n)) FILTER (WHERE __hi < _Z_hi) OVER (PARTITION BY _Z_keys), _Z_p * __n)"
+_NEAR = "__cum >= _Z_p * __n - __d - _Z_reach AND __cum - __c <= _Z_p * __n + __d + _Z_reach"
+_RANKS = """
+WITH _Z_vd AS (
+  SELECT _Z_keys, MIN(ABS(__cum - _Z_p * __n)) FILTER (WHERE __val < _Z_hi OR __cum < __n) AS __dv
+  FROM _Z_pts GROUP BY _Z_keys
+)
+SELECT e._Z_keys, LIST({'v': e.__val, 'c': e.__c, 'r': e.__cum} ORDER BY e.__val) AS _Z_column
+FROM _Z_pts AS e JOIN _Z_vd AS x ON _Z_match
+WHERE e.__cum >= _Z_p * e.__n - LEAST(e.__d, COALESCE(x.__dv, e.__d)) - _Z_reach
+  AND e.__cum - e.__c <= _Z_p * e.__n + LEAST(e.__d, COALESCE(x.__dv, e.__d)) + _Z_reach
+GROUP BY e._Z_keys
+"""
 
 
-def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> str:
+@functools.lru_cache(maxsize=256)
+def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> exp.Select:
     """Per group, in ``column``: the distinct values with ranks near p·n as ``LIST({v, c, r})``,
     or, for :attr:`~dpsql.sql.build.Values.one_per_bucket` values, the whole value histogram as
     ``LIST({v, c})`` (at most ``build.BUCKETS`` values per group; :func:`windows` finds the window
@@ -269,27 +286,17 @@ def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str =
     """
     nm, ks = build.scratch(tag), values.keys
     if values.one_per_bucket:
-        return f"""
-WITH {build.order_histogram(values, nm)}
-SELECT {build.leading(ks)}LIST({{'v': __lo, 'c': __c}} ORDER BY __lo) AS {column}
-FROM {nm.h} {build.group_by(ks)}
-"""
-    p_, hi, reach = build.literal(p, double=True), build.literal(values.upper, double=True), b + SLACK
-    bucket_d = (f"COALESCE(MIN(ABS(__cum - {p_} * __n)) FILTER (WHERE __hi < {hi}) "
-                f"{build.over(build.partition_by(ks))}, {p_} * __n)")
-    near = f"__cum >= {p_} * __n - __d - {reach} AND __cum - __c <= {p_} * __n + __d + {reach}"
-    d = "LEAST(e.__d, COALESCE(x.__dv, e.__d))"
-    return f"""
-WITH {build.order_statistics(values, nm, near, {"__d": bucket_d})}, {nm.vd} AS (
-  SELECT {build.leading(ks)}MIN(ABS(__cum - {p_} * __n)) FILTER (WHERE __val < {hi} OR __cum < __n) AS __dv
-  FROM {nm.pts} {build.group_by(ks)}
-)
-SELECT {build.leading(ks, 'e')}LIST({{'v': e.__val, 'c': e.__c, 'r': e.__cum}} ORDER BY e.__val) AS {column}
-FROM {nm.pts} AS e JOIN {nm.vd} AS x ON {build.same_keys('e', 'x', ks)}
-WHERE e.__cum >= {p_} * e.__n - {d} - {reach}
-  AND e.__cum - e.__c <= {p_} * e.__n + {d} + {reach}
-{build.group_by(ks, 'e')}
-"""
+        tree = template.fill(_HISTOGRAM, keys=ks, column=column, h=nm.h)
+        tree.set("with_", exp.With(expressions=build.order_histogram(values, nm)))
+        return t.cast(exp.Select, tree)
+    p_, hi, reach = template.double(p), template.double(values.upper), template.number(b + SLACK)
+    bucket_d = template.fill(_BUCKET_D, p=p_, hi=hi, keys=ks)
+    near = template.fill(_NEAR, p=p_, reach=reach)
+    tree = template.fill(_RANKS, keys=ks, p=p_, hi=hi, reach=reach, column=column, vd=nm.vd, pts=nm.pts,
+                         match=template.conjunction(template.same_keys("e", "x", ks)))
+    with_ = tree.args["with_"]
+    with_.set("expressions", [*build.order_statistics(values, nm, near, {"__d": bucket_d}), *with_.expressions])
+    return t.cast(exp.Select, tree)
 
 
 #: The numpy types of the fields of a window ``{v, c, r}`` and of a histogram ``{v, c}``.
@@ -391,8 +398,8 @@ class _QuantilePrepared(Prepared):
         return self.column if self.histogram else None
 
     def order_subquery(self, values: build.Values) -> exp.Select:
-        sql = ranks_sql(values, p=self.p, b=self.b, column=self.column)
-        return raw_select(sql, [*values.keys, self.column])
+        tree = ranks_sql(values, p=self.p, b=self.b, column=self.column)
+        return raw_select(tree, [*values.keys, self.column])
 
     def _points(self, column: "Lists | t.Sequence[t.Any]") -> list[list[Point]]:
         """Per group, the points of the window of ranks, from the list :func:`ranks_sql` returns
@@ -433,8 +440,8 @@ class _QuantilePrepared(Prepared):
             "weights": (f"exp(-{fmt(self.eps_prime)}·|i - {self.p:g}·n|) per "
                         + ("whole number of [L, U]" if self.whole
                            else f"point of the grid 2^{grid(self.lower, self.upper)}")),
-            "sql": (f"the value histogram per group (GROUP BY value), read for the ranks within "
-                    f"D ± {self.b + SLACK} of {self.p:g}·n" if self.histogram else
+            "sql": ("the value histogram per group (GROUP BY value), read for the ranks within "
+                    + f"D ± {self.b + SLACK} of {self.p:g}·n" if self.histogram else
                     f"order statistics within D ± {self.b + SLACK} ranks of {self.p:g}·n per group "
                     f"({build.BUCKETS}-bucket histogram, then exact values)"),
         }

@@ -70,6 +70,8 @@ from dpsql.sql import build
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
+    from sqlglot import exp
+
     from dpsql.privacy.noise import NoiseSource
     from dpsql.sql.bind import BoundAggregate
 
@@ -123,7 +125,7 @@ class _PTRPrepared(datadep.QuantileSQL, Prepared):
 
     # -- SQL ---------------------------------------------------------------------------------
 
-    def window_sql(self, values: build.Values) -> str:
+    def window_sql(self, values: build.Values) -> exp.Select:
         """D, n and x_r per group (:func:`dpsql.mechanisms.datadep.distance_sql`)."""
         assert self.p is not None
         return datadep.distance_sql(values, p=self.p, bound=self.b, cap=self.cap,

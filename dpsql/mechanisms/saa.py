@@ -53,6 +53,7 @@ from Smith's analysis (the split, the quartiles, the widening rule, ξ < 1/6).
 
 from __future__ import annotations
 
+import functools
 import math
 import typing as t
 from fractions import Fraction
@@ -77,7 +78,7 @@ from dpsql.mechanisms.fixed import up
 from dpsql.privacy import grid as _grid
 from dpsql.privacy import noise as _noise
 from dpsql.privacy.budget import Cost
-from dpsql.sql import build
+from dpsql.sql import build, template
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
@@ -105,39 +106,56 @@ def changed_chunks(ctx: Context) -> int:
     return per * group_size
 
 
-# The subquery is a text template, as the order statistics of dpsql.sql.build are (see the note
-# there): carried verbatim on DuckDB, parsed once by Spark's compiler.
-def chunk_sql(source: str, unit_key: str, k: int) -> str:
+# The subquery is built from templates parsed once (dpsql.sql.template), as the order
+# statistics of dpsql.sql.build are: a tree every compiler takes as it is.
+_CHUNK = "CAST(HASH(_Z_unit) % _Z_k AS BIGINT)"
+_EVERY_GROUP = "SELECT g._Z_keys, r.range AS _Z_chunk FROM (SELECT DISTINCT _Z_keys FROM _Z_src) AS g CROSS JOIN range(_Z_k) AS r"
+_EVERY = "SELECT range AS _Z_chunk FROM range(_Z_k)"
+_CHUNKS = """
+WITH _Z_answers AS (
+  SELECT _Z_keys, _Z_of AS _Z_chunk, TRY_CAST(_Z_f AS DOUBLE) AS __a
+  FROM _Z_src GROUP BY ALL
+), _Z_every AS (SELECT 1)
+SELECT a._Z_keys, LIST(CASE WHEN c.__a IS NULL OR ISNAN(c.__a) THEN _Z_mid
+                      WHEN c.__a < _Z_lo THEN _Z_lo WHEN c.__a > _Z_hi THEN _Z_hi
+                      ELSE c.__a END ORDER BY a._Z_chunk) AS _Z_column
+FROM _Z_every AS a LEFT JOIN _Z_answers AS c ON _Z_match
+GROUP BY a._Z_keys
+"""
+_ASSIGNMENT = "SELECT _Z_of AS chunk, COUNT(*) AS rows, SUM(HASH(_Z_src)) AS content FROM _Z_src GROUP BY ALL ORDER BY chunk"
+
+
+def chunk_sql(source: str, unit_key: str, k: int) -> exp.Expression:
     """The chunk of a source row: ``hash(__u) % k``.
 
     ``__u`` is the privacy unit the rewrite projects into the source: the id column, or for
     row-level privacy a hash of the whole row of the base table (all its columns, not only the
     ones the query reads, so that rows sharing a value still spread over the chunks).
+
+    >>> chunk_sql("__src", "id", 20).sql("duckdb")
+    'CAST(HASH(__u) % 20 AS BIGINT)'
     """
-    return f"CAST(HASH({build.UNIT}) % {int(k)} AS BIGINT)"
+    return template.fill(_CHUNK, unit=build.UNIT, k=template.number(int(k)))
 
 
-def chunks_sql(source: str, keys: list[str], f: str, unit_key: str, k: int, lower: float,
-               upper: float, column: str) -> str:
-    """Per group: ``LIST`` of the k clipped chunk answers, ordered by chunk."""
+@functools.lru_cache(maxsize=256)
+def chunks_sql(source: str, keys: tuple[str, ...], f: exp.Expression, unit_key: str, k: int, lower: float,
+               upper: float, column: str) -> exp.Select:
+    """Per group: ``LIST`` of the k clipped chunk answers, ordered by chunk (a tree shared by the
+    plans that ask for the same: never changed, :mod:`dpsql.sql.template`)."""
     nm, chunk = build.scratch("c"), build.CHUNK
-    lo, hi, mid = (build.literal(x, double=True) for x in (lower, upper, (lower + upper) / 2.0))
+    lo, hi, mid = (template.double(x) for x in (lower, upper, (lower + upper) / 2.0))
+    size = template.number(int(k))
     if keys:
-        every = (f"SELECT {build.leading(keys, 'g')}r.range AS {chunk} "
-                 f"FROM (SELECT DISTINCT {', '.join(keys)} FROM {source}) AS g CROSS JOIN range({k}) AS r")
+        every = template.fill(_EVERY_GROUP, keys=keys, chunk=chunk, src=source, k=size)
     else:
-        every = f"SELECT range AS {chunk} FROM range({k})"
-    return f"""
-WITH {nm.answers} AS (
-  SELECT {build.leading(keys)}{chunk_sql(source, unit_key, k)} AS {chunk}, TRY_CAST({f} AS DOUBLE) AS __a
-  FROM {source} GROUP BY ALL
-), {nm.every} AS ({every})
-SELECT {build.leading(keys, 'a')}LIST(CASE WHEN c.__a IS NULL OR ISNAN(c.__a) THEN {mid}
-                      WHEN c.__a < {lo} THEN {lo} WHEN c.__a > {hi} THEN {hi}
-                      ELSE c.__a END ORDER BY a.{chunk}) AS {column}
-FROM {nm.every} AS a LEFT JOIN {nm.answers} AS c ON {build.same_keys('a', 'c', keys, f'a.{chunk} = c.{chunk}')}
-{build.group_by(keys, 'a')}
-"""
+        every = template.fill(_EVERY, chunk=chunk, k=size)
+    same = exp.EQ(this=exp.column(chunk, "a"), expression=exp.column(chunk, "c"))
+    tree = template.fill(_CHUNKS, keys=keys, of=chunk_sql(source, unit_key, k), chunk=chunk, f=f, src=source,
+                         mid=mid, lo=lo, hi=hi, column=column, answers=nm.answers, every=nm.every,
+                         match=template.conjunction([*template.same_keys("a", "c", keys), same]))
+    tree.args["with_"].expressions[1].set("this", every)
+    return t.cast(exp.Select, tree)
 
 
 def assignment_sql(rewritten_sql: str, unit_key: str, k: int) -> str:
@@ -148,12 +166,12 @@ def assignment_sql(rewritten_sql: str, unit_key: str, k: int) -> str:
     tree = sqlglot.parse_one(rewritten_sql, read="duckdb")
     ctes = []
     for cte in tree.args["with_"].expressions:
-        ctes.append(cte.sql(dialect="duckdb"))
+        ctes.append(cte)
         if cte.alias_or_name == build.SRC:
             break
-    chunk = chunk_sql(build.SRC, unit_key, k)
-    return (f"WITH {', '.join(ctes)} SELECT {chunk} AS chunk, COUNT(*) AS rows, "
-            f"SUM(HASH({build.SRC})) AS content FROM {build.SRC} GROUP BY ALL ORDER BY chunk")
+    out = template.fill(_ASSIGNMENT, of=chunk_sql(build.SRC, unit_key, k), src=build.SRC)
+    out.set("with_", exp.With(expressions=ctes))
+    return out.sql(dialect="duckdb")
 
 
 class _SaaPrepared(Prepared):
@@ -181,25 +199,25 @@ class _SaaPrepared(Prepared):
             self.eps_q = (eq1 / (2.0 * self.c), eq3 / (2.0 * self.c))
             self.eps_mean = em
 
-    def f(self, v: str) -> str:
-        """The aggregate computed on each chunk, as DuckDB SQL."""
+    def f(self, v: str) -> exp.Expression:
+        """The aggregate computed on each chunk (over the source column ``v``)."""
         if self.inner is not None:
-            return self.inner.sql(dialect="duckdb")
-        x = f"TRY_CAST({v} AS DOUBLE)"
+            return self.inner.copy()
+        x = exp.TryCast(this=exp.column(v), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
         stat = self.agg.statistic
         if stat == "mean":
-            return f"AVG({x})"
+            return exp.Avg(this=x)
         if stat == "median":
-            return f"MEDIAN({x})"
-        return f"QUANTILE_CONT({x}, {build.literal(float(self.agg.quantile))})"
+            return exp.Median(this=x)
+        return exp.PercentileCont(this=x, expression=template.number(float(self.agg.quantile)))
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
         return {}
 
     def subquery(self, source: str, keys: list[str], v: str | None) -> exp.Select | None:
-        sql = chunks_sql(source, keys, self.f(v or ""), self.ctx.unit_key, self.k, self.lower,
-                         self.upper, self.column)
-        return _em.raw_select(sql, [*keys, self.column])
+        tree = chunks_sql(source, tuple(keys), self.f(v or ""), self.ctx.unit_key, self.k, self.lower,
+                          self.upper, self.column)
+        return _em.raw_select(tree, [*keys, self.column])
 
     # -- release ------------------------------------------------------------------------------
 

@@ -67,6 +67,8 @@ from dpsql.sql import build
 from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
+    from sqlglot import exp
+
     from dpsql.privacy.noise import NoiseSource
     from dpsql.sql.bind import BoundAggregate
 
@@ -104,7 +106,7 @@ class _SmoothPrepared(datadep.QuantileSQL, Prepared):
 
     # -- SQL ---------------------------------------------------------------------------------
 
-    def window_sql(self, values: build.Values) -> str:
+    def window_sql(self, values: build.Values) -> exp.Select:
         """The window's order statistics and n per group (:func:`dpsql.mechanisms.datadep.points_sql`)."""
         assert self.p is not None
         column, n_column = self.columns

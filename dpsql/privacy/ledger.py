@@ -76,6 +76,9 @@ class Entry:
     user: str = ""
 
 
+# Fixed text: the ledger's own column names, joined once.
+_HISTORY = "SELECT " + ", ".join(ENTRY_COLS) + " FROM ledger_entries ORDER BY id"
+
 class BudgetLedger(Protocol):
     """What a connection checks and charges: a :class:`Ledger`, or a view of one (a server
     user's share, ``dpsql.interfaces.server.pool.UserLedger``)."""
@@ -273,8 +276,7 @@ class Ledger:
     def history(self) -> list[Entry]:
         """Every recorded charge and change of the total, oldest first."""
         with self._db("cannot be read") as conn:
-            rows = conn.execute(
-                f"SELECT {', '.join(ENTRY_COLS)} FROM ledger_entries ORDER BY id").fetchall()
+            rows = conn.execute(_HISTORY).fetchall()
         return [Entry(i, datetime.fromisoformat(t), Cost(e, d, r), q, dt, u)
                 for i, t, e, d, r, q, dt, u in rows]
 

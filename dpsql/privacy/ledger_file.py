@@ -23,6 +23,8 @@ APPLICATION_ID = 0x64707371  # "dpsq"
 FORMAT = 1
 TIMEOUT_S = 30.0  # concurrent processes wait for the write lock rather than fail
 HEADER_COLS = ["id", "format", "kind", "total_epsilon", "total_delta", "total_rho", "created"]
+# Fixed text: the header's own column names, joined once.
+_HEADER = "SELECT " + ", ".join(HEADER_COLS[1:]) + " FROM ledger_header"
 ENTRY_COLS = ["id", "time", "epsilon", "delta", "rho", "query", "detail", "user"]
 #: the entry columns of ledgers made before charges recorded who spent them (migrated on open)
 ENTRY_COLS_V1 = ENTRY_COLS[:-1]
@@ -281,7 +283,7 @@ def validate(conn: sqlite3.Connection, name: str, budget: Budget | None) -> tupl
         found = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         if found != expected and not (table == "ledger_entries" and found == ENTRY_COLS_V1):
             raise LedgerError(f"{bad} table {table} is missing or altered")
-    rows = conn.execute(f"SELECT {', '.join(HEADER_COLS[1:])} FROM ledger_header").fetchall()
+    rows = conn.execute(_HEADER).fetchall()
     if len(rows) != 1:
         raise LedgerError(f"{bad} it has {len(rows)} header rows")
     fmt, kind, eps, delta, rho, created = rows[0]

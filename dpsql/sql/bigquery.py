@@ -198,16 +198,16 @@ def _options(given: dict[str, exp.Expression], private: list[TablePolicy], group
         return out
     groups, rows = given.get("max_groups_contributed"), given.get("max_rows_contributed")
     if groups is not None and not grouped:
-        seen.notes.append(f"max_groups_contributed = {groups.sql()} is left out: without GROUP BY the query "
+        seen.notes.append("max_groups_contributed = " + groups.sql() + " is left out: without GROUP BY the query "
                           "has one group")
     elif groups is not None:
         out.append(("max_groups_per_unit", groups))
     by_groups = grouped and bool(by_id) and (groups is not None or all(tp.max_groups_per_unit for tp in by_id))
     if rows is not None:
         if by_groups:
-            raise OptionError(f"max_rows_contributed cannot bound this GROUP BY: the policy of table {by_id[0].name} "
-                              f"bounds a {by_id[0].privacy_unit} by groups (max_groups_per_unit = "
-                              f"{by_id[0].max_groups_per_unit}); give max_groups_contributed instead")
+            raise OptionError("max_rows_contributed cannot bound this GROUP BY: "
+                              + f"the policy of table {by_id[0].name} bounds a {by_id[0].privacy_unit} by groups "
+                              f"(max_groups_per_unit = {by_id[0].max_groups_per_unit}); give max_groups_contributed instead")
         out.append(("max_rows_per_unit", rows))
     if seen.counts and by_id:
         out += _count_rows(seen, rows, by_groups, grouped, by_id[0].privacy_unit)

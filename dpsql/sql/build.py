@@ -15,7 +15,10 @@ import functools
 import typing as t
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from dpsql.errors import InternalError
+from dpsql.sql import template
 
 # -- reserved names ------------------------------------------------------------------------------
 
@@ -133,50 +136,16 @@ def literal(x: t.Any, *, double: bool = False) -> str:
 # -- group keys ----------------------------------------------------------------------------------
 
 
-def leading(names: t.Sequence[str], alias: str = "") -> str:
-    """``a.k0, a.k1, ``: each name (qualified by ``alias``) and a comma, to open a column list."""
-    dot = f"{alias}." if alias else ""
-    return "".join(f"{dot}{name}, " for name in names)
-
-
 def value_rows(rows: t.Iterable[t.Sequence[t.Any]]) -> str:
     """The rows of a ``VALUES`` list, each value as :func:`literal` writes it: ``('a', 1), ...``."""
     return ", ".join(f"({', '.join(map(literal, row))})" for row in rows)
 
 
-def same_keys(left: str, right: str, names: t.Sequence[str], *also: str) -> str:
-    """The join of two per-group relations: ``left.k IS NOT DISTINCT FROM right.k`` for every
-    key (NULL is a key like any other), then the conditions ``also``; ``TRUE`` if none."""
-    terms = [f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in names]
-    return " AND ".join([*terms, *also]) or "TRUE"
-
-
-def group_by(names: t.Sequence[str], alias: str = "") -> str:
-    """``GROUP BY a.k0, ...``, or nothing without keys."""
-    return ("GROUP BY " + leading(names, alias)[:-2]) if names else ""
-
-
-def partition_by(names: t.Sequence[str]) -> str:
-    """``PARTITION BY k0, ...``, or nothing without keys."""
-    return ("PARTITION BY " + ", ".join(names)) if names else ""
-
-
-def over(*clauses: str) -> str:
-    """A window: ``OVER (clause ...)`` with the empty clauses left out."""
-    return "OVER (" + " ".join([c for c in clauses if c]) + ")"
-
-
-#: A window frame from the first row of the partition to the current one (cumulative sums).
-UP_TO_HERE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
-
-
 # -- order statistics ----------------------------------------------------------------------------
 
-# Still text, on purpose for now: a mechanism's per-group subquery is one template (the CTEs of
-# its order statistics or chunks), carried into the statement as one node
-# (:func:`dpsql.mechanisms.base.raw_select`) and printed as it is, so that no plan parses or
-# prints it on DuckDB; Spark's compiler parses it once (:mod:`dpsql.compile.spark`). Building
-# these as trees from prepared templates is the next step of the typed statement.
+# A mechanism's per-group subquery (the CTEs of its order statistics or chunks) is built from
+# templates parsed once (:mod:`dpsql.sql.template`) and carried into the statement as a tree
+# (:func:`dpsql.mechanisms.base.raw_select`): every compiler takes it as it is, none parses text.
 
 #: Buckets of the order-statistics histogram (a power of two: a cheap hash aggregate, and few
 #: distinct values per bucket). They decide only which rows the second pass reads.
@@ -211,47 +180,106 @@ def one_per_bucket(lower: float, upper: float, integer: bool) -> bool:
     return integer and upper - lower < BUCKETS
 
 
-def _bucket(values: Values, buckets: int = BUCKETS) -> str:
-    """⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own."""
+_BUCKET = "CAST(FLOOR((_Z_v - _Z_lo) * _Z_scale) AS BIGINT)"
+_HIST_ONE = "SELECT _Z_keys, _Z_v AS __b, COUNT(*) AS __c, _Z_v AS __lo, _Z_v AS __hi FROM _Z_src GROUP BY ALL"
+_HIST = "SELECT _Z_keys, _Z_b AS __b, COUNT(*) AS __c, MIN(_Z_v) AS __lo, MAX(_Z_v) AS __hi FROM _Z_src GROUP BY ALL"
+_SHARED = "SELECT * FROM _Z_hist WHERE NOT __b IS NULL"
+_CUMULATIVE = """
+SELECT *, _Z_extra
+FROM (SELECT *, SUM(__c) OVER (PARTITION BY _Z_keys ORDER BY __b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+             AS __cum, SUM(__c) OVER (PARTITION BY _Z_keys) AS __n FROM _Z_h)
+"""
+_TWO_PASSES = """
+WITH _Z_need AS (
+  SELECT * FROM _Z_hist WHERE _Z_near
+), _Z_multi AS (
+  SELECT _Z_keys, __b, __cum - __c AS __below, _Z_carry, __lo, __hi FROM _Z_need WHERE __lo < __hi
+), _Z_vals0 AS (
+  SELECT _Z_keys, _Z_b AS __b, _Z_v AS __val, COUNT(*) AS __c FROM _Z_src
+  WHERE _Z_b IN (SELECT __b FROM _Z_multi)
+  GROUP BY ALL
+), _Z_vals AS (
+  SELECT m._Z_keys, m.__b, a.__val, a.__c, m.__below, m._Z_carry
+  FROM _Z_vals0 AS a JOIN _Z_multi AS m ON _Z_match
+), _Z_pts AS (
+  SELECT * FROM (
+    SELECT _Z_keys, __lo AS __val, __c, __cum, _Z_carry FROM _Z_need WHERE __lo = __hi
+    UNION ALL
+    SELECT _Z_keys, __val, __c, __below + SUM(__c) OVER (PARTITION BY _Z_keys, __b ORDER BY __val
+             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __cum, _Z_carry FROM _Z_vals
+  ) WHERE _Z_near
+)
+SELECT 1
+"""
+_ONE_PASS = """
+WITH _Z_need AS (
+  SELECT * FROM _Z_hist WHERE _Z_near
+), _Z_pts AS (
+  SELECT _Z_keys, __lo AS __val, __c, __cum, _Z_carry FROM _Z_need
+)
+SELECT 1
+"""
+
+#: columns a mechanism adds to the histogram rows: name → expression (:func:`order_statistics`)
+Extra = t.Mapping[str, exp.Expression]
+
+
+def cte(name: str, body: exp.Expression) -> exp.CTE:
+    """``name AS (body)``."""
+    return exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(name)))
+
+
+def _bucket(values: Values, buckets: int = BUCKETS) -> exp.Expression:
+    """⌊(x − L)·buckets/(U − L)⌋: 0 .. buckets − 1, and U in a bucket of its own.
+
+    >>> _bucket(Values("__src", (), "__v0", 0.0, 8.0), 4).sql("duckdb")
+    'CAST(FLOOR((__v0 - CAST(0.0 AS DOUBLE)) * CAST(0.5 AS DOUBLE)) AS BIGINT)'
+    """
     scale = buckets / (values.upper - values.lower)
-    v = values.value
-    return f"CAST(FLOOR(({v} - {literal(values.lower, double=True)}) * {literal(scale, double=True)}) AS BIGINT)"
+    return template.fill(_BUCKET, v=values.value, lo=template.double(values.lower), scale=template.double(scale))
 
 
-def histogram(values: Values, *, nulls: bool = True, buckets: int = BUCKETS) -> str:
+def histogram(values: Values, *, nulls: bool = True, buckets: int = BUCKETS) -> exp.Select:
     """The SELECT of the order statistics' histogram of ``values``, per group: the bucket
     ``__b`` (the value itself when :attr:`Values.one_per_bucket`), the count ``__c``, the least
     and greatest value ``__lo`` and ``__hi``. With ``nulls``, the rows whose value is NULL are
     counted too, in a bucket NULL of their group: the histogram then also holds each group's
     ``COUNT(*)`` (the sum of ``__c``) and ``COUNT(value)`` (the sum over the other buckets), so
-    a statement can read those counts from it rather than aggregating the rows again."""
-    src, v, kc = values.source, values.value, leading(values.keys)
-    where = "" if nulls else f" WHERE {v} IS NOT NULL"
+    a statement can read those counts from it rather than aggregating the rows again.
+
+    >>> histogram(Values("__src", ("__k0",), "__v0", 0, 9, True), nulls=False).sql("duckdb")
+    'SELECT __k0, __v0 AS __b, COUNT(*) AS __c, __v0 AS __lo, __v0 AS __hi FROM __src WHERE NOT __v0 IS NULL GROUP BY ALL'
+    """
+    slots = {"keys": values.keys, "v": values.value, "src": values.source}
     if values.one_per_bucket:
-        return f"SELECT {kc}{v} AS __b, COUNT(*) AS __c, {v} AS __lo, {v} AS __hi FROM {src}{where} GROUP BY ALL"
-    return (f"SELECT {kc}{_bucket(values, buckets)} AS __b, COUNT(*) AS __c, MIN({v}) AS __lo, MAX({v}) AS __hi\n"
-            f"  FROM {src}{where} GROUP BY ALL")
+        tree = template.fill(_HIST_ONE, **slots)
+    else:
+        tree = template.fill(_HIST, b=_bucket(values, buckets), **slots)
+    if not nulls:
+        known = exp.Not(this=exp.Is(this=exp.column(values.value), expression=exp.Null()))
+        tree.set("where", exp.Where(this=known))
+    return t.cast(exp.Select, tree)
 
 
-def _histogram_cte(values: Values, names: Scratch, buckets: int = BUCKETS) -> str:
+def _histogram_cte(values: Values, names: Scratch, buckets: int = BUCKETS) -> exp.CTE:
     """The CTE ``names.h``: the histogram of the non-NULL values, built here or read from the
     shared one (:attr:`Values.histogram`, built with :data:`BUCKETS`)."""
     if values.histogram and buckets == BUCKETS:
-        return f"{names.h} AS (\n  SELECT * FROM {values.histogram} WHERE __b IS NOT NULL\n)"
-    return f"{names.h} AS (\n  {histogram(values, nulls=False, buckets=buckets)}\n)"
+        return cte(names.h, template.fill(_SHARED, hist=values.histogram))
+    return cte(names.h, histogram(values, nulls=False, buckets=buckets))
 
 
-def order_histogram(values: Values, names: Scratch) -> str:
-    """The CTE ``names.h`` (the text after ``WITH``): per group, one row per distinct non-NULL
-    value of :attr:`Values.one_per_bucket` values, ``__b`` = ``__lo`` = ``__hi`` = the value and
-    its count ``__c``; read from the shared histogram when there is one."""
+def order_histogram(values: Values, names: Scratch) -> list[exp.CTE]:
+    """The CTE ``names.h``: per group, one row per distinct non-NULL value of
+    :attr:`Values.one_per_bucket` values, ``__b`` = ``__lo`` = ``__hi`` = the value and its
+    count ``__c``; read from the shared histogram when there is one."""
     if not values.one_per_bucket:
         raise InternalError("a value histogram needs whole numbers in a range of at most BUCKETS")
-    return _histogram_cte(values, names)
+    return [_histogram_cte(values, names)]
 
 
-def order_statistics(values: Values, names: Scratch, near: str,
-                     extra: t.Mapping[str, str] | None = None, buckets: int = BUCKETS) -> str:
+def order_statistics(values: Values, names: Scratch, near: exp.Expression,
+                     extra: Extra | None = None, buckets: int = BUCKETS) -> list[exp.CTE]:
     """CTEs (the text after ``WITH``) for the distinct values of a window of ranks, per group,
     in two passes over ``values.source`` and no sort of the table.
 
@@ -259,7 +287,7 @@ def order_statistics(values: Values, names: Scratch, near: str,
     count ``__c``, ``__lo`` and ``__hi``); window sums give each bucket its cumulative count
     ``__cum`` and the group its size ``__n``. ``extra`` adds columns to the histogram rows
     (name → SQL over those columns; it may use windows over the group,
-    ``OVER (partition_by(values.keys))``). The buckets meeting the window are expanded to their
+    ``OVER (PARTITION BY`` the keys ``)``). The buckets meeting the window are expanded to their
     distinct values: a bucket with one value is exact as it is, the values of the others are
     counted in a second pass over the rows whose bucket number is one of theirs (a semi join
     on the bucket: one hash probe per row; a value range bounded by scalar subqueries ran as
@@ -276,53 +304,31 @@ def order_statistics(values: Values, names: Scratch, near: str,
     """
     if values.one_per_bucket:
         return value_histogram(values, names, near, extra)
-    src, v, ks = values.source, values.value, values.keys
     bucket = _bucket(values, buckets)
-    kc = leading(ks)
-    carried = ["__n", *(extra or {})]
-    carry = ", ".join(carried)
-    return f"""{_histogram_cte(values, names, buckets)}, {_cumulative(values, names, extra)}, {names.need} AS (
-  SELECT * FROM {names.hist} WHERE {near}
-), {names.multi} AS (
-  SELECT {kc}__b, __cum - __c AS __below, {carry}, __lo, __hi FROM {names.need} WHERE __lo < __hi
-), {names.vals0} AS (
-  SELECT {kc}{bucket} AS __b, {v} AS __val, COUNT(*) AS __c FROM {src}
-  WHERE {bucket} IN (SELECT __b FROM {names.multi})
-  GROUP BY ALL
-), {names.vals} AS (
-  SELECT {leading(ks, 'm')}m.__b, a.__val, a.__c, m.__below, {', '.join('m.' + c for c in carried)}
-  FROM {names.vals0} AS a JOIN {names.multi} AS m ON {same_keys('a', 'm', ks, 'a.__b = m.__b')}
-), {names.pts} AS (
-  SELECT * FROM (
-    SELECT {kc}__lo AS __val, __c, __cum, {carry} FROM {names.need} WHERE __lo = __hi
-    UNION ALL
-    SELECT {kc}__val, __c, __below + SUM(__c) {over(f"PARTITION BY {kc}__b", "ORDER BY __val", UP_TO_HERE)}
-             AS __cum, {carry} FROM {names.vals}
-  ) WHERE {near}
-)"""
+    match = template.conjunction([*template.same_keys("a", "m", values.keys),
+                                  exp.EQ(this=exp.column("__b", "a"), expression=exp.column("__b", "m"))])
+    tree = template.fill(_TWO_PASSES, keys=values.keys, carry=["__n", *(extra or {})], near=near, b=bucket,
+                         v=values.value, src=values.source, match=match, **_names(names))
+    return [_histogram_cte(values, names, buckets), _cumulative(values, names, extra), *tree.args["with_"].expressions]
 
 
-def _cumulative(values: Values, names: Scratch, extra: t.Mapping[str, str] | None) -> str:
+def _names(names: Scratch) -> dict[str, str]:
+    return {part: getattr(names, part) for part in ("hist", "need", "multi", "vals0", "vals", "pts")}
+
+
+
+def _cumulative(values: Values, names: Scratch, extra: Extra | None) -> exp.CTE:
     """The CTE ``names.hist``: ``names.h`` with the cumulative count ``__cum``, the group size
     ``__n`` and the ``extra`` columns."""
-    part = partition_by(values.keys)
-    added = "".join(f", {sql} AS {name}" for name, sql in (extra or {}).items())
-    return f"""{names.hist} AS (
-  SELECT *{added}
-  FROM (SELECT *, SUM(__c) {over(part, "ORDER BY __b", UP_TO_HERE)} AS __cum,
-               SUM(__c) {over(part)} AS __n FROM {names.h})
-)"""
+    added = [exp.alias_(e, name) for name, e in (extra or {}).items()]
+    return cte(names.hist, template.fill(_CUMULATIVE, extra=added, keys=values.keys, h=names.h))
 
 
-def value_histogram(values: Values, names: Scratch, near: str,
-                    extra: t.Mapping[str, str] | None = None) -> str:
+def value_histogram(values: Values, names: Scratch, near: exp.Expression,
+                    extra: Extra | None = None) -> list[exp.CTE]:
     """:func:`order_statistics` for whole numbers in a range of at most :data:`BUCKETS`: one
     pass, GROUP BY value, gives the exact histogram (a bucket per value), and every order
     statistic follows from its cumulative counts. Same CTEs and columns."""
-    kc = leading(values.keys)
-    carry = ", ".join(["__n", *(extra or {})])
-    return f"""{_histogram_cte(values, names)}, {_cumulative(values, names, extra)}, {names.need} AS (
-  SELECT * FROM {names.hist} WHERE {near}
-), {names.pts} AS (
-  SELECT {kc}__lo AS __val, __c, __cum, {carry} FROM {names.need}
-)"""
+    tree = template.fill(_ONE_PASS, keys=values.keys, carry=["__n", *(extra or {})], near=near,
+                         hist=names.hist, need=names.need, pts=names.pts)
+    return [_histogram_cte(values, names), _cumulative(values, names, extra), *tree.args["with_"].expressions]

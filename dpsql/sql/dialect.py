@@ -463,7 +463,7 @@ def check_form(stmt: DPQuery) -> None:
                          "WITH (...), not in both")
     for node in stmt.find_all(ContributionBounds):
         if ours is None or not own_scope(node, select):
-            raise ParseError(f"{to_sql(node)}: contribution bounds belong to the aggregates of a SELECT WITH "
+            raise ParseError(to_sql(node) + ": contribution bounds belong to the aggregates of a SELECT WITH "
                              "DIFFERENTIAL_PRIVACY; in the dpsql form the bounds are the DP aggregate's: "
                              "DP_SUM(x, bounds => (0, 100))")
 

@@ -56,10 +56,12 @@ def flat_map(rel: Relation, args: list[exp.Expression], alias: exp.TableAlias | 
     element = "__e"
     out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used), joined=True,
                   scopes=dict(rel.scopes or {}), columns=dict(rel.columns))
-    value = _sql(total(listed))
+    value = total(listed)
     if limit is not None:
-        value = f"list_slice({value}, 1, {limit})"
-    out.joins.append(f"CROSS JOIN UNNEST({value}) AS {name}({element})")
+        value = exp.Anonymous(this="list_slice", expressions=[value, exp.Literal.number(1), exp.Literal.number(limit)])
+    unnest = exp.Unnest(expressions=[value], alias=exp.TableAlias(this=exp.to_identifier(name),
+                                                                  columns=[exp.to_identifier(element)]))
+    out.joins.append(_sql(exp.Join(this=unnest, kind="CROSS")))
     out.hashed = (*rel.hashed, name)
     if by_id:
         out.steps.append(f"flat map unnest({_sql(args[0])[:50]}): "

@@ -43,9 +43,9 @@ def check_statement(query: exp.Expression) -> None:
     """Only queries: no DDL, DML, PRAGMA, SET, ATTACH, COPY, INSTALL, ..."""
     for kind, name in STATEMENT_NAMES.items():
         if isinstance(query, kind):
-            refuse(f"{name} statements are not allowed; dpsql answers SELECT queries only")
+            refuse(name + " statements are not allowed; dpsql answers SELECT queries only")
     if not isinstance(query, exp.Query):
-        refuse(f"only SELECT queries are allowed, not {type(query).__name__.upper()}")
+        refuse("only SELECT queries are allowed, not " + type(query).__name__.upper())
 
 
 def check_functions(query: exp.Expression) -> None:

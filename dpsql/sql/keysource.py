@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.sql import casts
 from dpsql.sql.intervals import date_part_of, date_part_range
 from dpsql.sql.joins import qualified
 
@@ -45,9 +46,11 @@ class KeySource:
     def sql(self, dtype: str) -> str:
         """The statement over the public table alone: each distinct value, DuckDB's text of it cast
         to ``dtype``, and whether that text reads back as the same value."""
-        text = f"CAST(CAST(__k AS {dtype}) AS VARCHAR)"
-        return (f"SELECT __k, {text}, TRY_CAST({text} AS {dtype}) IS NOT DISTINCT FROM __k "
-                f"FROM (SELECT DISTINCT {self.column} AS __k FROM {self.table}) ORDER BY __k NULLS LAST")
+        assert self.table is not None and self.column is not None
+        # the table and column are DuckDB text the binder wrote (qualified, quoted): kept as they are
+        distinct = exp.select(exp.alias_(exp.Var(this=self.column), "__k")).distinct().from_(exp.Var(this=self.table))
+        out = exp.Select(expressions=casts.read_back(exp.column("__k"), dtype)).from_(distinct.subquery())
+        return out.order_by(exp.Ordered(this=exp.column("__k"), nulls_first=False)).sql(dialect="duckdb")
 
 
 def key_sources(group_by: t.Sequence[exp.Expression], rel: "Relation", database: str | None

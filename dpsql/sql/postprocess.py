@@ -100,10 +100,8 @@ class _Replacer:
             if where != "the select list" and not col.table and col.name.lower() in self.aliases:
                 continue
             if col.name.lower() in columns or col.table:
-                _refuse(
-                    f"column {col.name} of private table {table} appears in "
-                    f"{where} outside a DP aggregate and the GROUP BY keys"
-                )
+                _refuse(f"column {col.name} of private table {table} appears in {where} outside a DP aggregate "
+                        + "and the GROUP BY keys")
             raise BindError(f"column {col.name} does not exist in {table}"
                             + did_you_mean(col.name, [*columns, *self.aliases]))
 
@@ -149,7 +147,7 @@ def _projections(select: exp.Select, replace: _Replacer) -> tuple[list[exp.Expre
     names: list[str] = []
     for proj in select.expressions:
         if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
-            _refuse(f"SELECT * would return raw rows of private table {replace.table}")
+            _refuse("SELECT * would return raw rows of private table " + str(replace.table))
         expr = proj.this if isinstance(proj, exp.Alias) else proj
         name = proj.alias if isinstance(proj, exp.Alias) else (
             expr.name if isinstance(expr, exp.Column) else _label(expr)

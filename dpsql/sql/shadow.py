@@ -99,6 +99,8 @@ def describe_over(exprs: t.Sequence[exp.Expression], from_sql: str, describe: t.
 
     from dpsql.sql.total import total
 
-    columns = ", ".join(total(e).sql(dialect="duckdb") for e in exprs)
-    statement = emptied(sqlglot.parse_one(f"SELECT {columns} FROM {from_sql}", read="duckdb"), types_of)
+    # the FROM clause is the binder's DuckDB text: parsed (its tables are then replaced)
+    select = t.cast(exp.Select, sqlglot.parse_one("SELECT * FROM " + from_sql, read="duckdb"))
+    select.set("expressions", [total(e) for e in exprs])
+    statement = emptied(select, types_of)
     return describe(statement.sql(dialect="duckdb"))

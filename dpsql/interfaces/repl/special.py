@@ -172,7 +172,7 @@ def _group_bounds(tp: t.Any) -> str:
     if tp.max_groups_per_unit is None:
         return ""
     rows = tp.max_rows_per_group_per_unit or tp.max_rows_per_unit
-    return f"; in a GROUP BY at most {tp.max_groups_per_unit} group(s) × {rows} row(s) per unit"
+    return "; in a GROUP BY at most " + f"{tp.max_groups_per_unit} group(s) × {rows} row(s) per unit"
 
 
 @command(".policy", "the privacy policy: neighbouring, budget, ledger, tables")

@@ -79,7 +79,7 @@ def _direction(w: Words) -> tuple[str, float, str | None]:
     elif word in ("ABSOLUTE", "RELATIVE"):
         given = _count(w, 2)
         if given is None:
-            raise PgError("42601", f"FETCH {word} takes a number: FETCH {word} 1 FROM name")
+            raise PgError("42601", f"FETCH {word} takes a number: FETCH {word} 1 " + "FROM name")
         direction, count = word, given
         i += 3 if w.tokens[2].token_type == TokenType.DASH else 2
     elif word in ("FORWARD", "BACKWARD"):

@@ -10,10 +10,13 @@ connection are table macros of the user and the database.
 
 from __future__ import annotations
 
+import functools
 import threading
 import typing as t
 
 import duckdb
+import sqlglot
+from sqlglot import exp
 
 from .pgtables import (
     FIRST_TABLE,
@@ -103,16 +106,45 @@ def _create(con: duckdb.DuckDBPyConnection, schema: str, name: str, spec: str, r
     columns = column_specs(spec)
     filled = [(c, d.replace("@user", "").replace("@db", "").strip(), v) for c, d, v in columns]
     base = f"_{name}" if "@" in spec else name
-    body = ", ".join(f'"{c}" {d}' for c, d, _ in filled)
-    con.execute(f'CREATE TABLE "{schema}"."{base}" ({body})')
+    table = exp.table_(base, db=schema, quoted=True)
+    defs = [exp.ColumnDef(this=exp.to_identifier(c, quoted=True), kind=exp.DataType.build(d, dialect="duckdb"))
+            for c, d, _ in filled]
+    con.execute(exp.Create(kind="TABLE", this=exp.Schema(this=table, expressions=defs)).sql(dialect="duckdb"))
     if rows:
-        marks = ", ".join("?" for _ in filled)
-        con.executemany(f'INSERT INTO "{schema}"."{base}" VALUES ({marks})',
+        con.executemany(_insert(table, len(filled)),
                         [[row.get(c, _value(v, d)) for c, d, v in filled] for row in rows])
     if "@" in spec:  # a table macro of the connection's user and database
-        replaced = [f"{'u' if '@user' in d else 'd'} AS \"{c}\"" for c, d, _ in columns if "@" in d]
-        con.execute(f'CREATE MACRO "{schema}"."{name}"(u, d) AS TABLE '
-                    f'SELECT * REPLACE ({", ".join(replaced)}) FROM "{schema}"."{base}"')
+        replaced = [(c, "u" if "@user" in d else "d") for c, d, _ in columns if "@" in d]
+        con.execute(_macro(exp.table_(name, db=schema, quoted=True), table, replaced))
+
+
+def _insert(table: exp.Table, width: int) -> str:
+    """``INSERT INTO table VALUES (?, ...)``, ``width`` bound parameters.
+
+    >>> _insert(exp.table_("t", db="s", quoted=True), 2)
+    'INSERT INTO "s"."t" VALUES (?, ?)'
+    """
+    return exp.insert(exp.values([tuple(exp.Placeholder() for _ in range(width))]), table).sql(dialect="duckdb")
+
+
+@functools.cache
+def _macro_template() -> exp.Create:
+    return t.cast(exp.Create, sqlglot.parse_one("CREATE MACRO m(u, d) AS TABLE SELECT * REPLACE (u AS c) FROM b",
+                                                read="duckdb"))
+
+
+def _macro(name: exp.Table, base: exp.Table, replaced: list[tuple[str, str]]) -> str:
+    """A table macro of the user ``u`` and database ``d``: ``base`` with these columns replaced.
+
+    >>> print(_macro(exp.table_("m", db="s", quoted=True), exp.table_("_m", db="s", quoted=True), [("c", "u")]))
+    CREATE MACRO "s"."m"(u, d) AS TABLE SELECT * REPLACE (u AS "c") FROM "s"."_m"
+    """
+    tree = _macro_template().copy()
+    tree.this.set("this", name)
+    select = tree.expression
+    select.expressions[0].set("replace", [exp.alias_(exp.column(arg), column, quoted=True) for column, arg in replaced])
+    select.args["from_"].set("this", base)
+    return tree.sql(dialect="duckdb")
 
 
 _MACROS = """
@@ -149,13 +181,13 @@ def build(declared: dict[str, dict[str, int]]) -> duckdb.DuckDBPyConnection:
             for name, spec in specs.items():
                 _create(con, SCHEMAS[schema], name, spec, rows.get(name, []))
         pg = SCHEMAS["pg_catalog"]
+        types, classes = exp.table_("_type_names", db=pg, quoted=True), exp.table_("_class_names", db=pg, quoted=True)
         con.execute(f'CREATE TABLE "{pg}"._type_names (oid INTEGER, typname VARCHAR, shown VARCHAR)')
-        con.executemany(f'INSERT INTO "{pg}"._type_names VALUES (?, ?, ?)',
-                        [(r["oid"], r["typname"], display(r["oid"])) for r in rows["pg_type"]])
+        con.executemany(_insert(types, 3), [(r["oid"], r["typname"], display(r["oid"])) for r in rows["pg_type"]])
         con.execute(f'CREATE TABLE "{pg}"._class_names (oid INTEGER, name VARCHAR)')
         names = [(r["oid"], r["relname"]) for r in rows["pg_class"]]
         names += [(oid, name) for name, oid in _CATALOG_OIDS.items()]
-        con.executemany(f'INSERT INTO "{pg}"._class_names VALUES (?, ?)', names)
+        con.executemany(_insert(classes, 2), names)
         for statement in _MACROS.format(pg=pg).split(";"):
             if statement.strip():
                 con.execute(statement)

@@ -276,6 +276,7 @@ def _literal_args(text: str) -> list[t.Any]:
     if not text.strip():
         return []
     try:
+        # parsed, never run: only literals are read off the tree below, anything else is refused
         select = sqlglot.parse_one(f"SELECT {text}", read="postgres")
     except Exception:
         raise PgError("42601", "EXECUTE takes literal arguments: EXECUTE name(30, 'text')") from None
