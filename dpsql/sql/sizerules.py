@@ -286,6 +286,13 @@ def _time_to_str(node: exp.TimeToStr, get: Get) -> Size:
     this = node.this
     if isinstance(this, exp.Literal) and this.is_string:  # strftime('%Y', d)
         fmt = this
+    if fmt is not None and not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        raise Refused("its format must be a literal, not computed from a row")
+    if fmt is not None and "%n" in fmt.name:
+        # DuckDB 1.4 reserves 9 bytes for %n (nanoseconds), writes 6 and returns the other 3 as
+        # whatever the buffer held
+        raise Refused("its format may not use %n (nanoseconds): DuckDB 1.4 returns uninitialised bytes "
+                      "for it; use %f (microseconds)")
     c = get(fmt) if fmt is not None else ZERO
     return 16 * c.a, 16 * c.b + SCALAR
 
