@@ -170,40 +170,36 @@ def _same_unit(inner: _Inner, rel: Relation, catalog: Catalog) -> None:
         _refuse(problem)
 
 
+def _column_pairs(where: exp.Expression | None) -> t.Iterator[tuple[exp.Column, exp.Column]]:
+    """Each conjunct ``a = b`` of two columns, as ``(a, b)`` and as ``(b, a)``."""
+    for term in _conjuncts(where):
+        if isinstance(term, exp.EQ) and isinstance(term.this, exp.Column) and isinstance(term.expression, exp.Column):
+            yield term.this, term.expression
+            yield term.expression, term.this
+
+
 def _correlated(inner: _Inner, rel: Relation, where: exp.Expression | None) -> bool:
     """Whether a conjunct of the subquery's WHERE equates the inner table's unit column with the
     outer rows' unit (``rel.unit``), both as the columns themselves."""
     assert rel.unit is not None
     unit = _sql(rel.unit)
-    for term in _conjuncts(where):
-        if not isinstance(term, exp.EQ):
-            continue
-        sides = [term.this, term.expression]
-        if not all(isinstance(s, exp.Column) for s in sides):
-            continue
-        for mine, theirs in (sides, sides[::-1]):
-            if inner.is_inner(mine) and mine.name.lower() == inner.tp.privacy_unit \
-                    and not inner.is_inner(theirs) and _sql(inner.resolve(theirs, rel)) == unit:
-                return True
+    for mine, theirs in _column_pairs(where):
+        if inner.is_inner(mine) and mine.name.lower() == inner.tp.privacy_unit \
+                and not inner.is_inner(theirs) and _sql(inner.resolve(theirs, rel)) == unit:
+            return True
     return False
 
 
 def _link_correlated(inner: _Inner, rel: Relation, where: exp.Expression | None) -> bool:
     """Whether a conjunct of the subquery's WHERE equates a column of the inner table with a
     column of an outer private table along a link (either way, or one link column with itself)."""
-    for term in _conjuncts(where):
-        if not isinstance(term, exp.EQ):
+    for mine, theirs in _column_pairs(where):
+        if not inner.is_inner(mine) or inner.is_inner(theirs):
             continue
-        sides = [term.this, term.expression]
-        if not all(isinstance(s, exp.Column) for s in sides):
-            continue
-        for mine, theirs in (sides, sides[::-1]):
-            if not inner.is_inner(mine) or inner.is_inner(theirs):
-                continue
-            owner = rel.owner(inner.resolve(theirs, rel))
-            if owner is not None and not owner[0].public and \
-                    is_link_pair(inner.tp, mine.name.lower(), owner[0], owner[1]):
-                return True
+        owner = rel.owner(inner.resolve(theirs, rel))
+        if owner is not None and not owner[0].public and \
+                is_link_pair(inner.tp, mine.name.lower(), owner[0], owner[1]):
+            return True
     return False
 
 
