@@ -356,17 +356,23 @@ def test_ctrl_c_cancels_the_spark_job_and_charges_nothing(spark) -> None:
     con = dpsql.connect(spark, policy)
     handler = signal.getsignal(signal.SIGINT)
     sent: list[float] = []
+    over = threading.Event()
 
     def fire() -> None:
         time.sleep(2)
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(60)
-        spark.sparkContext.cancelAllJobs()  # not cancelled: fail instead of hanging
+        if not over.wait(60):  # not cancelled: fail instead of hanging (and never later, when
+            spark.sparkContext.cancelAllJobs()  # another test's job would be the one cancelled)
 
-    threading.Thread(target=fire, daemon=True).start()
-    with pytest.raises(dpsql.QueryCancelled, match="nothing was charged"):
-        con.sql("SELECT DP_SUM(x) FROM endless WITH (epsilon = 1)")
+    firing = threading.Thread(target=fire, daemon=True)
+    firing.start()
+    try:
+        with pytest.raises(dpsql.QueryCancelled, match="nothing was charged"):
+            con.sql("SELECT DP_SUM(x) FROM endless WITH (epsilon = 1)")
+    finally:
+        over.set()
+        firing.join()
     assert time.monotonic() - sent[0] < 15
     assert con.budget.spent.epsilon == 0
     assert signal.getsignal(signal.SIGINT) is handler
