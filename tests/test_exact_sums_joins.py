@@ -16,6 +16,7 @@ import typing as t
 from fractions import Fraction
 
 import duckdb
+import pytest
 
 from dpsql.engine.duck import DuckDBEngine
 from dpsql.engine.pipeline import prepare
@@ -137,3 +138,50 @@ def test_a_private_join_of_row_units_under_drop_excess() -> None:
     _check(worst)
     # a row joined under a key of one row on the other side is worth its whole value
     assert worst["DP_SUM(x) s"][0] >= Fraction(HI) - 1 and worst["DP_MEAN(y) n"][0] >= 1
+
+
+# -- the data-dependent paths: PTR and smooth sensitivity of the mean ------------------------------
+
+
+@pytest.mark.parametrize("options", ["mechanism = 'ptr', bound = 0.000001, epsilon = 1, delta = 1e-6",
+                                     "mechanism = 'smooth', epsilon = 1, delta = 1e-6"])
+def test_the_exact_mean_of_ptr_and_smooth_moves_by_at_most_its_local_sensitivity(options: str) -> None:
+    """PTR's distance and the smooth sensitivity of the mean are those of the exact mean Σd/n of
+    the grid's integers: adding one value in [L, U] (clipped) to n values moves it by at most
+    width/(n + 1), which a float AVG of 9,999 values near 1e9 exceeds (its sum rounds in steps of
+    about 0.002 where width/(n + 1) is 1e-7)."""
+    from dpsql.mechanisms.datadep import exact_mean
+
+    st = JoinStatement(f"SELECT DP_MEAN(x) FROM t WITH ({options})", _policy("row", 1, "row"),
+                       [(i, 0, v) for i, v in enumerate(BASE)], [])
+    prep = st.plan.prepared[0]
+    grid = prep.fixed
+    assert grid is not None
+
+    def mean(extra: list[tuple]) -> tuple[int, Fraction]:
+        for name, rows in (("t", extra), ("u", [])):
+            st.con.execute(f"DELETE FROM extra_{name}")
+            _insert(st.con, f"extra_{name}", rows)
+        cur = st.con.execute(st.sql)
+        row = dict(zip([d[0] for d in cur.description], cur.fetchall()[0]))
+        stats = {s: row[c] for (i, s), c in st.rw.columns.items() if i == prep.agg.index}
+        return exact_mean(grid, stats)
+
+    n, base = mean([])
+    assert n == len(BASE)
+    moves = []
+    for v in UNIVERSE:
+        n1, f = mean([(10**6, 0, v)])
+        assert n1 == n + 1
+        moves.append(abs(f - base))
+        assert abs(f - base) <= Fraction(grid.width) / (n + 1), (v, float(abs(f - base)))
+    # a value at a bound moves it by nearly the whole bound: the check can fail
+    assert max(moves) >= Fraction(grid.width) / (n + 1) / 3
+
+    # the float AVG of the same rows: its move exceeds the exact bound (the finding, on this path)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE f AS SELECT UNNEST(?::DOUBLE[]) AS x", [BASE])
+    a0 = con.execute("SELECT SUM(x) / COUNT(x) FROM f").fetchone()[0]
+    con.execute("INSERT INTO f VALUES (?)", [HI])
+    a1 = con.execute("SELECT SUM(x) / COUNT(x) FROM f").fetchone()[0]
+    assert abs(Fraction(a1) - Fraction(a0)) > Fraction(grid.width) / (n + 1)
