@@ -399,7 +399,8 @@ def connect(
     which dpsql then locks down and owns: DuckDB keeps file access, extensions and the
     configuration lock per instance, so every connection and cursor of that DuckDB instance
     loses them for good (tables and pandas/Arrow objects registered on it before stay readable,
-    as the policy allows). ``policy`` is a TOML/YAML path, a dict or a :class:`Policy`.
+    as the policy allows). ``policy`` is a TOML/YAML path, TOML text (a string of several lines), a dict or a
+    :class:`Policy`.
     ``setup`` runs on the raw connection before hardening (e.g. to load data). The ledger named
     by the policy must exist unless ``init_ledger`` is true; a policy without a ledger keeps an
     in-memory one for the life of the connection. A test noise source (such as ``SeededNoise``)

@@ -30,7 +30,7 @@ registry.register("dpsql", "dpsql.interfaces.sqla", "DpsqlDialect")
 VISITS = Path(__file__).resolve().parent.parent / "fixtures" / "visits" / "visits.parquet"
 POLICY = {"budget": {"epsilon": 1e6}, "tables": {"visits": {"privacy_unit": "patient_id", "max_rows_per_unit": 5}}}
 COUNT = "SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)"
-FORMS = ["Policy", "toml", "yaml", "dict"]
+FORMS = ["Policy", "toml", "yaml", "dict", "text"]
 SOURCES = ["parquet", "csv", "glob", "list", "database", "connection"]
 
 
@@ -60,7 +60,7 @@ def truth() -> int:
 
 def policy_in(form: str, place: Path) -> t.Any:
     return {"Policy": load_policy(POLICY), "toml": str(place / "policy.toml"), "yaml": place / "policy.yaml",
-            "dict": dict(POLICY)}[form]
+            "dict": dict(POLICY), "text": (place / "policy.toml").read_text(encoding="utf-8")}[form]
 
 
 def source_in(kind: str, place: Path) -> t.Any:
@@ -110,7 +110,7 @@ def test_sqlalchemy_takes_a_policy_file_in_the_url_and_any_form_in_connect_args(
     if form in ("toml", "yaml"):  # a file goes in the URL's query
         url = sa.engine.URL.create("dpsql", database=str(source_in(kind, place)), query={"policy": str(policy)})
         engine = sa.create_engine(url, connect_args={"noise": SeededNoise(0)})
-    else:  # a Policy or a dict cannot be written in a URL
+    else:  # a Policy, a dict or the policy's text cannot be written in a URL
         url = sa.engine.URL.create("dpsql", database=str(source_in(kind, place)))
         engine = sa.create_engine(url, connect_args={"policy": policy, "noise": SeededNoise(0)})
     try:
@@ -137,3 +137,14 @@ def test_a_spark_session_takes_every_policy_form(spark, place: Path, truth: int)
     for form in FORMS:
         con = dpsql.connect(spark, policy_in(form, place))
         assert exact_count(con) == truth, form
+
+
+def test_a_policy_string_is_a_path_or_toml_text_and_a_bad_one_is_one_line(place: Path) -> None:
+    """A string of several lines is the policy's TOML text; one line is a path. Either way a bad
+    one is a one-line PolicyError, not an OSError from a name the file system refuses."""
+    for policy, match in (("[tables.visits\nprivacy_unit = 1", "policy text is not valid TOML"),
+                          ("x" * 300 + ".toml", "does not exist"), ("x" * 5000, "does not exist"),
+                          (str(place), "does not exist")):
+        with pytest.raises(dpsql.PolicyError, match=match) as err:
+            dpsql.connect(str(VISITS), policy)
+        assert "\n" not in str(err.value)

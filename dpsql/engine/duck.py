@@ -81,7 +81,8 @@ class DuckDBEngine(Backend):
         ).fetchall()
         if not rows:
             return None
-        cols = {name.lower(): dtype.upper() for name, dtype in rows}
+        # upper case, but not an ENUM's values ('flu' is not 'FLU')
+        cols = {name.lower(): dtype if dtype.upper().startswith("ENUM") else dtype.upper() for name, dtype in rows}
         self._catalog[table] = cols
         return cols
 

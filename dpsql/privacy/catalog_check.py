@@ -34,6 +34,8 @@ def check_against_catalog(policy: "Policy", columns: t.Callable[[str], "dict[str
                 f"tables.{name}.privacy_unit: table {name} has no column {tp.privacy_unit}"
                 f"{did_you_mean(tp.privacy_unit, have, exact=True)}"
             )
+        if not tp.public:
+            _check_enums(name, tp, have)
         for col, spec in sorted(tp.columns.items()):
             if col not in have:
                 what = "key domain" if spec.keys is not None and spec.bounds is None else "bounds"
@@ -41,3 +43,23 @@ def check_against_catalog(policy: "Policy", columns: t.Callable[[str], "dict[str
                     f"tables.{name}.columns.{col}: table {name} has no column {col} (the policy gives "
                     f"it {what}){did_you_mean(col, have, exact=True)}"
                 )
+
+
+def _check_enums(name: str, tp: t.Any, have: dict[str, str]) -> None:
+    """Refuse an ENUM column of a private table whose values the policy does not declare: the
+    type's dictionary is part of the schema, which dpsql shows (``DESCRIBE``, information_schema,
+    a probe's types), and it is often made from the data (``CREATE TYPE ... AS ENUM (SELECT
+    DISTINCT ...)``): the set of values present would leave without noise.
+
+    >>> from dpsql.privacy.policy import TablePolicy
+    >>> _check_enums("t", TablePolicy(name="t"), {"sex": "VARCHAR"})
+    >>> _check_enums("t", TablePolicy(name="t"), {"dx": "ENUM('HIV', 'flu')"})
+    Traceback (most recent call last):
+    dpsql.errors.PolicyError: table t is private and its column dx is an ENUM, whose values dpsql would show with the schema; declare them as public keys (columns.dx.keys = [...]) or store the column as VARCHAR
+    """
+    for col, ty in sorted(have.items()):
+        spec = tp.columns.get(col)
+        if ty.upper().startswith("ENUM") and (spec is None or spec.keys is None):
+            raise PolicyError(f"table {name} is private and its column {col} is an ENUM, whose values dpsql would "
+                              f"show with the schema; declare them as public keys (columns.{col}.keys = [...]) "
+                              "or store the column as VARCHAR")

@@ -466,15 +466,28 @@ def _attach(spec: t.Any, base: Path | None) -> dict[str, str]:
     return out
 
 
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:  # a name too long for the file system
+        return False
+
+
 def load_policy(path: str | os.PathLike[str] | dict[str, t.Any] | Policy) -> Policy:
-    """Load a policy from a TOML/YAML file path, a dict, or return a :class:`Policy` as is."""
+    """Load a policy from a TOML/YAML file path, TOML text (a string of several lines), a dict, or
+    return a :class:`Policy` as is."""
     if isinstance(path, Policy):
         return path
     if isinstance(path, dict):
         return policy_from_dict(path)
+    if isinstance(path, str) and "\n" in path:  # no file name holds a newline: the policy's text
+        try:
+            return policy_from_dict(tomllib.loads(path))
+        except tomllib.TOMLDecodeError as err:
+            raise PolicyError(f"the policy text is not valid TOML: {err}") from None
     p = Path(path)
-    if not p.exists():
-        raise PolicyError(f"policy file {p} does not exist")
+    if not _is_file(p):
+        raise PolicyError(f"policy file {str(p)[:200]} does not exist")
     text = p.read_text(encoding="utf-8")
     if p.suffix.lower() == ".toml":
         try:

@@ -31,6 +31,7 @@ from sqlglot.tokens import TokenType
 
 from dpsql.errors import ParseError
 from dpsql.sql.depth import nested_refused
+from dpsql.sql.numbers import retokenize
 from dpsql.sql.statistics import Statistic
 
 __all__ = [
@@ -278,6 +279,10 @@ def _items(node: exp.Expression) -> list[exp.Expression]:
 
 class DPSQL(DuckDB):
     """DuckDB's dialect plus the DP aggregates, ``WITH (...)`` options and ``EXPLAIN``."""
+
+    class Tokenizer(DuckDB.Tokenizer):
+        def tokenize(self, sql: str) -> list:  # ``1e9+0.001`` is two numbers (dpsql.sql.numbers)
+            return retokenize(sql, super().tokenize)
 
     class Parser(DuckDB.Parser):
         FUNCTIONS = {
