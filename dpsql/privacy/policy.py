@@ -25,14 +25,12 @@ A policy is a TOML or YAML file (or a ``dict`` of the same shape)::
     [tables.notes]
     link = { visit_id = "visits.visit_id" }  # each note is a visit's, and so its patient's
     max_rows_per_unit = 20               # notes per patient (dpsql.privacy.links)
-    [tables.zips]
-    public = true
     [tables."sales.orders"]               # a table of schema sales
     privacy_unit = "customer_id"
     max_rows_per_unit = 10
     [tables.wards]
-    public = true
-    source = "wards/*.parquet"           # files dpsql opens as this table; relative to the policy file
+    public = true                        # source: files dpsql opens as this table (relative path)
+    source = "wards/*.parquet"
     [engine]                             # optional: where dpsql / dpsql serve run (engine_setting)
     name = "spark"
     [attach]
@@ -52,11 +50,9 @@ The three bounds of an id unit are enforced in the rewritten SQL of every query 
 names. A row unit takes only ``max_rows_per_unit`` (protect m rows together).
 
 SmartNoise SQL metadata YAML (``Collection: Schema: Table: {column: {type, lower, upper}}``)
-is recognised and imported: ``row_privacy: True`` gives a row-level unit, a ``private_id``
-column an id unit, ``max_ids`` the per-unit row bound, and each table keeps its schema
-(``PUMS.PUMS``; queries may name it so, or by its name alone when that is unique). Its budget
-must come from elsewhere (replace ``Policy.budget``); it defaults to ε = 1, δ = 0 with an
-in-memory ledger.
+is imported (dpsql.privacy.smartnoise): ``row_privacy: True`` gives a row unit, a
+``private_id`` column an id unit, ``max_ids`` the row bound; each table keeps its schema
+(``PUMS.PUMS``, or the bare name when unique); the budget defaults to ε = 1, δ = 0 in memory.
 
 Tables not named in the policy are not readable at all: dpsql denies by default.
 """
@@ -466,13 +462,6 @@ def _attach(spec: t.Any, base: Path | None) -> dict[str, str]:
     return out
 
 
-def _is_file(p: Path) -> bool:
-    try:
-        return p.is_file()
-    except OSError:  # a name too long for the file system
-        return False
-
-
 def load_policy(path: str | os.PathLike[str] | dict[str, t.Any] | Policy) -> Policy:
     """Load a policy from a TOML/YAML file path, TOML text (a string of several lines), a dict, or
     return a :class:`Policy` as is."""
@@ -481,27 +470,30 @@ def load_policy(path: str | os.PathLike[str] | dict[str, t.Any] | Policy) -> Pol
     if isinstance(path, dict):
         return policy_from_dict(path)
     if isinstance(path, str) and "\n" in path:  # no file name holds a newline: the policy's text
-        try:
-            return policy_from_dict(tomllib.loads(path))
-        except tomllib.TOMLDecodeError as err:
-            raise PolicyError(f"the policy text is not valid TOML: {err}") from None
+        return policy_from_dict(_parsed(path, ".toml", "the policy text"))
     p = Path(path)
-    if not _is_file(p):
+    try:
+        found = p.is_file()
+    except OSError:  # a name too long for the file system
+        found = False
+    if not found:
         raise PolicyError(f"policy file {str(p)[:200]} does not exist")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise PolicyError(f"policy file {p} is not valid TOML: {err}") from None
-    elif p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            msg = " ".join(str(err).split())
-            raise PolicyError(f"policy file {p} is not valid YAML: {msg}") from None
-    else:
+    suffix = p.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
         raise PolicyError(f"policy file {p} must end in .toml, .yaml or .yml")
-    return policy_from_dict(data or {}, source=str(p))
+    return policy_from_dict(_parsed(p.read_text(encoding="utf-8"), suffix, f"policy file {p}") or {}, source=str(p))
+
+
+def _parsed(text: str, suffix: str, where: str) -> t.Any:
+    """The data of a policy's text, TOML or (``suffix`` .yaml/.yml) YAML; one-line errors."""
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise PolicyError(f"{where} is not valid TOML: {err}") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise PolicyError(f"{where} is not valid YAML: {' '.join(str(err).split())}") from None
