@@ -103,6 +103,10 @@ def test_budget_plot_steps_per_analyst(tmp_path) -> None:
     total = eps.get_lines()[0]
     assert list(total.get_ydata())[-1] == pytest.approx(3.5)
     assert list(eps.get_lines()[1].get_ydata())[-1] == pytest.approx(3.0)
+    # bob stopped after his one charge: his line stays at 0.5 up to the last charge of anyone
+    everyone, _, bobs = eps.get_lines()[:3]
+    assert list(bobs.get_ydata())[-1] == pytest.approx(0.5)
+    assert list(bobs.get_xdata())[-1] == list(everyone.get_xdata())[-1]
     assert "δ" in delta.get_ylabel()
     _png(fig, tmp_path / "plot-budget.png")
 
