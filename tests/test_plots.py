@@ -142,13 +142,14 @@ def test_executed_notebook_shows_errors_in_one_line_and_plots_as_pictures(tmp_pa
         "con.sql('SELECT DP_COUNT(*) FORM adult WITH (epsilon = 1)')",
         "con.sql('SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex WITH (epsilon = 1)').plot()",
         "con.budget.plot()",
+        "from dpsql.errors import InternalError\ndef broken():\n    raise InternalError('an invariant broke')\nbroken()",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(tmp_path)}}, env=env)
     client.execute()
-    refused, syntax, chart, budget = (c.outputs for c in nb.cells[1:])
+    refused, syntax, chart, budget, internal = (c.outputs for c in nb.cells[1:])
     assert refused[0]["output_type"] == "error"
     assert refused[0]["traceback"] == ["PrivacyError: table adult is private: its rows cannot be selected; only DP "
                                        "aggregates (DP_COUNT, DP_SUM, DP_MEAN, ...) may read it"]
@@ -156,3 +157,7 @@ def test_executed_notebook_shows_errors_in_one_line_and_plots_as_pictures(tmp_pa
     assert syntax[0]["traceback"][2].strip() == "^^^^"
     for outputs in (chart, budget):
         assert any("image/png" in o.get("data", {}) for o in outputs), outputs
+    # a bug keeps its traceback: the frames say where it happened
+    trace = internal[0]["traceback"]
+    assert trace[0].startswith("Traceback") and any("broken()" in line for line in trace)
+    assert trace[-1] == "dpsql.errors.InternalError: an invariant broke"
