@@ -29,14 +29,31 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def _fenced(text: str) -> list[tuple[str, str]]:
+    """(language, body) of each fenced block of ``text``, in order.
+
+    >>> _fenced("a\n```sql\nSELECT 1\n```\n```\nout\n```\n")
+    [('sql', 'SELECT 1\n'), ('', 'out\n')]
+    """
+    out, language, body = [], None, []
+    for line in text.splitlines():
+        if line.startswith("```") and language is None:
+            language, body = line[3:].strip(), []
+        elif line.startswith("```"):
+            out.append((language, "".join(f"{b}\n" for b in body)))
+            language = None
+        elif language is not None:
+            body.append(line)
+    return out
+
+
 def _blocks(language: str) -> list[tuple[str, int, str]]:
     out = []
     for page in PAGES:
         if page.name == "benchmarks.md":
             continue
-        text = page.read_text(encoding="utf-8")
-        for k, m in enumerate(re.finditer(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)):
-            out.append((page.name, k, m.group(1)))
+        bodies = [body for lang, body in _fenced(page.read_text(encoding="utf-8")) if lang == language]
+        out += [(page.name, k, body) for k, body in enumerate(bodies)]
     return out
 
 
@@ -125,3 +142,33 @@ def test_sql_block_is_released_or_run_by_a_named_test(page: str, index: int, tex
             assert result.report, f"{page}: {statement!r} released no DP aggregate"
         finally:
             con.close()
+
+
+# -- EXPLAIN output the pages show ------------------------------------------------------------------
+
+#: (page, the shown block's first words, the query whose EXPLAIN it shows, its data)
+EXPLAIN_SHOWN = [
+    ("bigquery.md", "BigQuery form:", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-5, "
+     "max_groups_contributed = 2, privacy_unit_column = id) item, AVG(quantity, contribution_bounds_per_group "
+     "=> (0, 100)) AS average_quantity FROM professors GROUP BY item", "professors"),
+    ("privacy-units.md", "bounds: max_rows_per_unit = 5 (policy)", "SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1)",
+     "visits"),
+    ("bounds.md", "DP_SUM(l_extendedprice * (1 - l_discount)): mechanism",
+     "SELECT DP_SUM(l_extendedprice * (1 - l_discount)) FROM lineitem WITH (epsilon = 1)", "lineitem"),
+]
+
+
+@pytest.mark.parametrize("page,first,query,data", EXPLAIN_SHOWN, ids=[p for p, *_ in EXPLAIN_SHOWN])
+def test_explain_prints_what_the_page_shows(page: str, first: str, query: str, data: str) -> None:
+    """Each part of the shown block (``...`` stands for what the page leaves out; a wrapped
+    line continues the one above) is in what EXPLAIN prints."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    block = next(body for language, body in _fenced(text) if not language and body.startswith(first))
+    con = DATA[data]()
+    try:
+        printed = " ".join(con.explain(query).split())
+    finally:
+        con.close()
+    for part in " ".join(block.split()).split("..."):
+        part = part.strip(" ;")
+        assert part in printed, f"{page}: EXPLAIN no longer prints {part!r}"
