@@ -30,7 +30,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _fenced(text: str) -> list[tuple[str, str]]:
-    """(language, body) of each fenced block of ``text``, in order.
+    r"""(language, body) of each fenced block of ``text``, in order.
 
     >>> _fenced("a\n```sql\nSELECT 1\n```\n```\nout\n```\n")
     [('sql', 'SELECT 1\n'), ('', 'out\n')]
