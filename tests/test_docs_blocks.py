@@ -172,3 +172,68 @@ def test_explain_prints_what_the_page_shows(page: str, first: str, query: str, d
     for part in " ".join(block.split()).split("..."):
         part = part.strip(" ;")
         assert part in printed, f"{page}: EXPLAIN no longer prints {part!r}"
+
+
+# -- shell sessions -------------------------------------------------------------------------------
+
+
+def _sessions() -> list[tuple[str, int, str]]:
+    out = []
+    for page in (ROOT / "README.md", ROOT / "docs" / "repl.md"):
+        bodies = [body for _, body in _fenced(page.read_text(encoding="utf-8")) if "\ndpsql> " in "\n" + body]
+        out += [(page.name, k, body) for k, body in enumerate(bodies)]
+    return out
+
+
+SESSIONS = _sessions()
+
+
+def _typed_and_shown(block: str) -> tuple[str, list[str], list[str]]:
+    """What the session types (each statement or command, its continuation lines joined), and
+    what it shows on standard output and on standard error (an ``Error:`` line and its caret)."""
+    typed, out, err = [], [], []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            continue  # the command that starts the shell
+        if line.rstrip() == "dpsql>":
+            break  # the last prompt and the toolbar under it
+        if line.startswith("dpsql> "):
+            typed.append(line[len("dpsql> "):])
+        elif line.startswith("   ..> "):
+            typed[-1] += "\n" + line[len("   ..> "):]
+        elif line.startswith("Error:") or (err and line.startswith("  ") and err[-1] is not None):
+            err.append(line)
+        elif line.strip():
+            out.append(line)
+    return "\n".join(typed) + "\n", out, err
+
+
+@pytest.mark.parametrize("page,index,block", SESSIONS, ids=[f"{p}:{k}" for p, k, _ in SESSIONS])
+def test_shell_session_prints_what_the_page_shows(capsys, tmp_path, page: str, index: int, block: str) -> None:
+    """The session typed into the shell prints what the page shows, noise aside (the rules of
+    tests/test_docs_examples.py: table lines keep their form, report lines their numbers within
+    10%, errors read exactly as shown)."""
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from dpsql.interfaces.demo import connect_demo
+    from dpsql.interfaces.repl.shell import run_repl
+    from tests.test_docs_examples import _close, _form
+
+    typed, out, err = _typed_and_shown(block)
+    con = connect_demo()
+    try:
+        with create_pipe_input() as inp:
+            inp.send_text(typed + "\x04")
+            run_repl(con, input=inp, output=DummyOutput(), history_file=tmp_path / "history")
+    finally:
+        con.close()
+    captured = capsys.readouterr()
+    printed = [ln for ln in captured.out.splitlines() if ln.strip()]
+    assert [ln for ln in captured.err.splitlines() if ln.strip()] == err
+    assert len(printed) >= len(out), (printed, out)
+    for want, got in zip(out, printed):
+        if want.startswith("-- "):
+            assert _close(want, got), f"{page}: the report line reads\n  {got}\nwhere the page shows\n  {want}"
+        else:
+            assert _form(got) == _form(want), f"{page}: the output line reads\n  {got}\nwhere the page shows\n  {want}"
