@@ -24,6 +24,7 @@ from dpsql.interfaces.demo import load_adult
 from dpsql.privacy.noise import SeededNoise
 from dpsql.privacy.policy import policy_from_dict
 from tests.conftest import demo_policy
+from tests.test_docs_examples import scratch  # noqa: F401, F811  (the fixture: the folder the examples name)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -237,3 +238,39 @@ def test_shell_session_prints_what_the_page_shows(capsys, tmp_path, page: str, i
             assert _close(want, got), f"{page}: the report line reads\n  {got}\nwhere the page shows\n  {want}"
         else:
             assert _form(got) == _form(want), f"{page}: the output line reads\n  {got}\nwhere the page shows\n  {want}"
+
+
+# -- notebook magics --------------------------------------------------------------------------------
+
+
+def _magic_block(page: str, first: str) -> str:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    return next(body for _, body in _fenced(text) if body.startswith(first))
+
+
+def test_the_magic_blocks_run_in_ipython(scratch) -> None:  # noqa: F811 - the fixture imported above
+    """README's ``%%dpsql con`` cell and docs/bi.md's jupysql lines, in the folder that holds
+    the ``people.duckdb`` and ``policy.toml`` they name."""
+    import os
+
+    os.environ.setdefault("PLOOMBER_STATS_ENABLED", "false")  # jupysql sends no usage statistics
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dpsql")
+    ip.user_ns["con"] = dpsql.connect("people.duckdb", "policy.toml")
+    try:
+        cell = ip.run_cell(_magic_block("README.md", "%%dpsql con"))
+        assert cell.success, cell.error_in_exec
+        assert [r[0] for r in cell.result.fetchall()] == ["F", "M"]
+    finally:
+        ip.user_ns.pop("con").close()
+    outcomes = []
+    for line in _magic_block("docs/bi.md", "%load_ext sql").splitlines():
+        cell = ip.run_cell(line)
+        assert cell.success, (line, cell.error_in_exec or cell.error_before_exec)
+        outcomes.append(cell.result)
+    ip.run_line_magic("sql", "--close dp")
+    assert sorted(r[0] for r in outcomes[2]) == ["F", "M"]
+    assert "people" in str(outcomes[3])
+
