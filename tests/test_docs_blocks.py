@@ -274,3 +274,49 @@ def test_the_magic_blocks_run_in_ipython(scratch) -> None:  # noqa: F811 - the f
     assert sorted(r[0] for r in outcomes[2]) == ["F", "M"]
     assert "people" in str(outcomes[3])
 
+
+
+# -- docs/bi.md's walkthrough with psql (a real client: the ``clients`` marker) ----------------------
+
+
+def _table_form(line: str) -> str:
+    """A psql table line with its numbers as I or D, spaces and runs of dashes collapsed, and a
+    number the page cuts with ``...`` read as the whole number."""
+    line = re.sub(r"(\d)\.\.\.", r"\1", line)
+    line = re.sub(r"-?\d+\.\d+", "D", line)
+    line = re.sub(r"\b\d+\b", "I", line)
+    return re.sub("-+", "-", line.replace(" ", ""))
+
+
+@pytest.mark.clients
+def test_the_psql_walkthrough_prints_what_the_page_shows(tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    from tests.serve.harness import launch
+
+    exe = shutil.which("psql")
+    assert exe, "psql is missing: install Debian's postgresql-client"
+    block = _magic_block("docs/bi.md", "$ dpsql serve --demo").splitlines()
+    srv = launch(["--demo"], tmp_path)
+    try:
+        shown_password = re.search(r"one-time password (\S+)", block[3]).group(1)
+        for want, got in zip(block[1:4], srv.log[:3]):
+            pattern = re.escape(want).replace("5433", r"\d+").replace(re.escape("..."), ".*")
+            assert re.fullmatch(pattern.replace(re.escape(shown_password), r"\S+"), got.rstrip("\n")), (want, got)
+        typed = [re.sub(r"\s+--.*$", "", ln.split("adult=> ", 1)[1]) for ln in block if ln.startswith("adult=> ")]
+        args = [exe, "-X", "-h", srv.host, "-p", str(srv.port), "-U", "analyst", "-d", "adult"]
+        for statement in typed:
+            args += ["-c", statement]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                             env={"PGPASSWORD": srv.password or "", "PATH": "/usr/bin:/bin"})
+    finally:
+        srv.stop()
+    printed = [_table_form(ln) for ln in out.stdout.splitlines()]
+    shown = [ln for ln in block if ln.strip() and not ln.startswith(("$ ", "dpsql serve:", "adult=> ", "ERROR:"))]
+    for want in shown:
+        assert _table_form(want) in printed, f"docs/bi.md shows\n  {want}\nwhich psql did not print:\n{out.stdout}"
+    errors = [ln for ln in block if ln.startswith("ERROR:")]
+    assert [ln for ln in out.stderr.splitlines() if ln.startswith("ERROR:")] == errors
+    assert "older" not in out.stderr and "EXPLAIN" not in out.stderr
+    assert "DP query" in out.stdout and out.stdout.count("education_levels") >= 2  # EXPLAIN, SHOW TABLES
