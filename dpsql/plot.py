@@ -102,6 +102,8 @@ def result_chart(result: Result, rows: list[tuple[t.Any, ...]], columns: t.Seque
     ax.set_title(title or _title(result))
     if len(columns) > 1 and keys:
         ax.legend()
+    elif len(columns) == 1 and keys:
+        ax.set_ylabel(columns[0])  # one value column: its name, where several get a legend
     return fig
 
 

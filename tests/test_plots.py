@@ -68,6 +68,7 @@ def test_ordered_key_is_a_line_with_a_band(con, tmp_path) -> None:
     xs = list(line.get_xdata())
     assert xs == sorted(xs) and len(xs) == len(res)
     assert len(ax.collections) == 1  # the interval band
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("age", "people")
     _png(fig, tmp_path / "plot-count-by-age.png")
 
 
