@@ -224,7 +224,7 @@ class Result:
                 spend = f"ρ={fmt(e.rho)}"
             level = f"{100 * self.confidence:g}%"
             ci = f"±{fmt(e.ci_half_width)} ({level})" if e.ci_half_width is not None else "no interval"
-            extra = "".join(f"; {part}" for part in (e.unit, e.note, self._noise_note(j)) if part)
+            extra = "".join(f"; {part}" for part in (e.unit, self._noise_note(j), e.note) if part)
             lines.append(f"{e.column}: {e.mechanism}, {spend}, {ci}{extra}")
         return lines
 
