@@ -102,6 +102,8 @@ def result_chart(result: Result, rows: list[tuple[t.Any, ...]], columns: t.Seque
     ax.set_title(title or _title(result))
     if len(columns) > 1 and keys:
         ax.legend()
+    elif len(columns) == 1 and keys:
+        ax.set_ylabel(columns[0])  # one value column: its name, where several get a legend
     return fig
 
 
@@ -155,9 +157,10 @@ def budget_chart(status: BudgetStatus, title: str | None = None) -> "Figure":
     users = sorted({e.user for e in entries if e.user})
     for ax, (symbol, attr) in zip(axes, parts):
         total = float(getattr(status.total, attr))
-        _steps(ax, entries, attr, "all analysts" if users else "spent", "C0")
+        end = max((e.time for e in entries), default=None)
+        _steps(ax, entries, attr, "all analysts" if users else "spent", "C0", end)
         for j, user in enumerate(users):
-            _steps(ax, [e for e in entries if e.user == user], attr, user, f"C{j + 1}")
+            _steps(ax, [e for e in entries if e.user == user], attr, user, f"C{j + 1}", end)
         if total and total != float("inf"):
             ax.axhline(total, color="grey", linestyle="--", linewidth=1, label=f"total {symbol} = {total:g}")
         ax.set_ylabel(f"cumulative {symbol}")
@@ -174,7 +177,10 @@ def budget_chart(status: BudgetStatus, title: str | None = None) -> "Figure":
     return fig
 
 
-def _steps(ax: t.Any, entries: list[t.Any], attr: str, label: str, color: str) -> None:
+def _steps(ax: t.Any, entries: list[t.Any], attr: str, label: str, color: str, end: t.Any) -> None:
+    """One analyst's (or everyone's) cumulative spend as steps from 0 at their first charge to
+    what they had spent by ``end``, the last charge of anyone: an analyst who stopped early
+    keeps a level line to the right edge instead of ending where the others go on."""
     if not entries:
         return
     times, sums, acc = [], [], 0.0
@@ -182,4 +188,4 @@ def _steps(ax: t.Any, entries: list[t.Any], attr: str, label: str, color: str) -
         acc += float(getattr(e.cost, attr))
         times.append(e.time)
         sums.append(acc)
-    ax.step([times[0], *times], [0.0, *sums], where="post", label=label, color=color)
+    ax.step([times[0], *times, end], [0.0, *sums, acc], where="post", label=label, color=color)

@@ -142,6 +142,28 @@ class Result:
         width = entry.ci_half_width if entry is not None else None
         return [float("nan") if width is None else float(width)] * self.rowcount
 
+    def within_noise(self, column: int | str) -> list[bool]:
+        """For each row, whether ``column``'s released value is no farther from 0 than its
+        interval's half-width: nothing tells it from 0, as for a group that is small or empty
+        (a count clamped at 0, a negative sum of non-negative values, a mean at a bound).
+        Computed from the released values and their widths only; False without an interval.
+
+        >>> from dpsql.engine.output import OneRow
+        >>> r = Result(OneRow(["n"], [3.0]), sources=[None])
+        >>> r.within_noise("n")
+        [False]
+        """
+        k = self.columns.index(column) if isinstance(column, str) else column
+        values = (self._table.rows()[0][k:k + 1] if isinstance(self._table, OneRow)
+                  else _pylist(self._table.column(k)))
+        return [isinstance(v, (int, float)) and not isinstance(v, bool) and w == w and abs(v) <= w
+                for v, w in zip(values, self.intervals(k))]
+
+    def _within_noise_of(self, entry: int) -> list[bool]:
+        """within_noise of the first output column that shows report entry ``entry``."""
+        k = next((k for k, src in enumerate(self.sources) if src == entry), None)
+        return [] if k is None else self.within_noise(k)
+
     def plot(self, columns: t.Sequence[str] | None = None, title: str | None = None) -> t.Any:
         """A chart of the released values with their confidence intervals as error bars (bars by
         group, or a line over an ordered key); returns the :class:`matplotlib.figure.Figure`
@@ -163,7 +185,9 @@ class Result:
         out = []
         for j, entry in enumerate(self.report):
             columns = [c for c, src in zip(self.columns, self.sources) if src == j]
-            out.append({**entry.as_dict(), "confidence": self.confidence, "output_columns": columns})
+            flags = self._within_noise_of(j)
+            out.append({**entry.as_dict(), "confidence": self.confidence, "output_columns": columns,
+                        "within_noise_rows": [i for i, flag in enumerate(flags) if flag]})
         return out
 
     def pl(self) -> t.Any:
@@ -192,7 +216,7 @@ class Result:
         """One line per released column: mechanism, spend, ± half-width at the confidence level,
         and for an id privacy unit the bounds it was released under ("per patient_id, ≤ 5 rows")."""
         lines = []
-        for e in self.report:
+        for j, e in enumerate(self.report):
             spend = f"ε={fmt(e.epsilon)}"
             if e.delta:
                 spend += f", δ={e.delta:g}"
@@ -200,9 +224,20 @@ class Result:
                 spend = f"ρ={fmt(e.rho)}"
             level = f"{100 * self.confidence:g}%"
             ci = f"±{fmt(e.ci_half_width)} ({level})" if e.ci_half_width is not None else "no interval"
-            extra = "".join(f"; {part}" for part in (e.unit, e.note) if part)
+            extra = "".join(f"; {part}" for part in (e.unit, self._noise_note(j), e.note) if part)
             lines.append(f"{e.column}: {e.mechanism}, {spend}, {ci}{extra}")
         return lines
+
+    def _noise_note(self, entry: int) -> str:
+        """The report's flag for values that cannot be told from 0 (see :meth:`within_noise`);
+        their rows are in ``df().attrs["dpsql_report"]``'s ``within_noise_rows``."""
+        flags = self._within_noise_of(entry)
+        n = sum(flags)
+        if not n:
+            return ""
+        if len(flags) == 1:
+            return "within noise of 0: the value is smaller than its interval (few or no rows)"
+        return f"{n} of {len(flags)} groups within noise of 0 (few or no rows; df().attrs lists them)"
 
     def __iter__(self) -> t.Iterator[tuple[t.Any, ...]]:
         return iter(self._rows())

@@ -169,19 +169,25 @@ def test_the_notebook_shows_one_line(con: dpsql.Connection, capsys: pytest.Captu
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is sent with send_signal")
-def test_the_command_line_exits_130_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["-c", "-f"])
+def test_the_command_line_exits_130_with_one_line(tmp_path: Path, form: str) -> None:
     database = tmp_path / "big.duckdb"
     with duckdb.connect(str(database)) as raw:
         raw.execute(BIG)
     (tmp_path / "p.toml").write_text(POLICY_TOML, encoding="utf-8")
     base = [sys.executable, "-m", "dpsql", str(database), "--policy", "p.toml"]
     subprocess.run([*base, "--init-ledger"], cwd=tmp_path, env=ENV, capture_output=True, timeout=60, check=True)
-    proc = subprocess.Popen([*base, "-c", ".tables", "-c", SLOW, "-c", FAST], cwd=tmp_path, env=ENV, text=True,
+    if form == "-c":
+        statements = ["-c", ".tables", "-c", SLOW, "-c", FAST]
+    else:  # a script: the statements after the cancelled one do not run either
+        (tmp_path / "q.sql").write_text(f".tables\n{SLOW};\n{FAST};\n", encoding="utf-8")
+        statements = ["-f", "q.sql"]
+    proc = subprocess.Popen([*base, *statements], cwd=tmp_path, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)  # .tables printed: the slow query is next
         assert ready, "the command printed nothing"
-        time.sleep(0.5)
+        time.sleep(1.5)  # the slow query has started, even on a loaded machine (before it: "Interrupted")
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)

@@ -68,6 +68,7 @@ def test_ordered_key_is_a_line_with_a_band(con, tmp_path) -> None:
     xs = list(line.get_xdata())
     assert xs == sorted(xs) and len(xs) == len(res)
     assert len(ax.collections) == 1  # the interval band
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("age", "people")
     _png(fig, tmp_path / "plot-count-by-age.png")
 
 
@@ -103,6 +104,10 @@ def test_budget_plot_steps_per_analyst(tmp_path) -> None:
     total = eps.get_lines()[0]
     assert list(total.get_ydata())[-1] == pytest.approx(3.5)
     assert list(eps.get_lines()[1].get_ydata())[-1] == pytest.approx(3.0)
+    # bob stopped after his one charge: his line stays at 0.5 up to the last charge of anyone
+    everyone, _, bobs = eps.get_lines()[:3]
+    assert list(bobs.get_ydata())[-1] == pytest.approx(0.5)
+    assert list(bobs.get_xdata())[-1] == list(everyone.get_xdata())[-1]
     assert "δ" in delta.get_ylabel()
     _png(fig, tmp_path / "plot-budget.png")
 
@@ -138,13 +143,14 @@ def test_executed_notebook_shows_errors_in_one_line_and_plots_as_pictures(tmp_pa
         "con.sql('SELECT DP_COUNT(*) FORM adult WITH (epsilon = 1)')",
         "con.sql('SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex WITH (epsilon = 1)').plot()",
         "con.budget.plot()",
+        "from dpsql.errors import InternalError\ndef broken():\n    raise InternalError('an invariant broke')\nbroken()",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(tmp_path)}}, env=env)
     client.execute()
-    refused, syntax, chart, budget = (c.outputs for c in nb.cells[1:])
+    refused, syntax, chart, budget, internal = (c.outputs for c in nb.cells[1:])
     assert refused[0]["output_type"] == "error"
     assert refused[0]["traceback"] == ["PrivacyError: table adult is private: its rows cannot be selected; only DP "
                                        "aggregates (DP_COUNT, DP_SUM, DP_MEAN, ...) may read it"]
@@ -152,3 +158,7 @@ def test_executed_notebook_shows_errors_in_one_line_and_plots_as_pictures(tmp_pa
     assert syntax[0]["traceback"][2].strip() == "^^^^"
     for outputs in (chart, budget):
         assert any("image/png" in o.get("data", {}) for o in outputs), outputs
+    # a bug keeps its traceback: the frames say where it happened
+    trace = internal[0]["traceback"]
+    assert trace[0].startswith("Traceback") and any("broken()" in line for line in trace)
+    assert trace[-1] == "dpsql.errors.InternalError: an invariant broke"
