@@ -202,7 +202,7 @@ def test_an_explicit_clip_that_cannot_bound_the_query_is_refused_before_the_char
                                           "DP_MEDIAN\\(x\\) needs rows; use contribution = 'truncate'"):
         con.sql("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1, contribution = 'clip')")
     assert con.budget.spent == before
-    with pytest.raises(OptionError, match="option 'contribution' must be one of truncate, clip, auto"):
+    with pytest.raises(OptionError, match="option 'contribution' must be one of truncate, clip, reweight, auto"):
         con.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1, contribution = 'rows')")
 
 
@@ -215,7 +215,7 @@ def test_the_policy_chooses_when_the_query_is_silent_and_the_query_wins() -> Non
     strict = connect(policy(k=3, contribution="clip"))
     with pytest.raises(OptionError, match="the policy's contribution = 'clip'"):
         strict.prepare("SELECT DP_MEDIAN(x) FROM t WITH (epsilon = 1)")
-    with pytest.raises(PolicyError, match="contribution must be 'truncate', 'clip' or 'auto'"):
+    with pytest.raises(PolicyError, match="contribution must be 'truncate', 'clip', 'reweight' or 'auto'"):
         policy_from_dict(policy(k=3, contribution="rows"))
 
 
