@@ -6,8 +6,8 @@ the bounds and outside them, with bounds near and far from zero, and every unit 
 (remove a unit, add one, replace one's rows); and exhaustively, every dataset of small units
 over a universe of (group, value) rows and every unit neighbour (dpsql.admin.bruteforce). Each
 released part moves at most the sensitivity its noise is calibrated to, which is row
-truncation's. Two negative controls (weights rounded to nearest, and the weight taken from the
-unit's rows in the group only) must be caught by the same checks.
+truncation's. Two negative controls (every group's weighted rows rounded up, and the weight
+taken from the unit's rows in the group only) must be caught by the same checks.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_neighbours_move_the_reweighted_statistics_at_most_row_truncations_sensi
     lower, upper = BOUNDS[where]
     claim = Claim(policy(relation, 3, lower, upper), QUERIES[shape].format(opts=MECHANISMS[mechanism]))
     assert claim.prepared.plan.units.mode == "reweight" and "PARTITION BY __u)" in claim.prepared.sql
-    assert "ROW_NUMBER" not in claim.prepared.sql
+    assert "ORDER BY __h" not in claim.prepared.sql  # no window over the rows
     truncated = Claim(policy(relation, 3, lower, upper),
                       QUERIES[shape].format(opts=MECHANISMS[mechanism] + ", contribution = 'truncate'"))
     assert [p.sensitivity for q in truncated.prepared.plan.prepared for p in q.parts.values()] == \
@@ -95,12 +95,13 @@ def test_neighbours_move_the_reweighted_statistics_at_most_row_truncations_sensi
     assert worst > (0.5 if mechanism == "laplace" else 0.35)  # the neighbours reach a good part of the claim
 
 
-def _rounded_to_nearest(x: exp.Expression, n: exp.Expression, k: int) -> exp.Expression:
-    """Negative control: the weight rounded to nearest, not toward zero."""
-    ratio = exp.Div(this=exp.Mul(this=exp.Cast(this=x.copy(), to=exp.DataType.build("DOUBLE")), expression=exp.Literal.number(k)),
-                    expression=n.copy())
-    rounded = exp.Cast(this=exp.Round(this=ratio), to=exp.DataType.build("HUGEINT"))
-    return exp.Case(ifs=[exp.If(this=exp.LTE(this=n.copy(), expression=exp.Literal.number(k)), true=x.copy())], default=rounded)
+def _rounded_up(k: int, keys: t.Sequence[str]) -> exp.Expression:
+    """Negative control: every group with a remainder gets its extra row (no apportionment)."""
+    up = exp.Add(this=exp.column("__f"), expression=exp.Case(
+        ifs=[exp.If(this=exp.GT(this=exp.column("__r"), expression=exp.Literal.number(0)), true=exp.Literal.number(1))],
+        default=exp.Literal.number(0)))
+    return exp.Case(ifs=[exp.If(this=exp.LTE(this=exp.column("__nu"), expression=exp.Literal.number(k)),
+                                true=exp.column("__c"))], default=up)
 
 
 def _per_group_weight(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,10 +119,10 @@ def _per_group_weight(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rule, "reweight", per_group)
 
 
-@pytest.mark.parametrize("control", ["rounded to nearest", "weight from the group's rows"])
+@pytest.mark.parametrize("control", ["rounded up", "weight from the group's rows"])
 def test_negative_controls_the_brute_force_finds_violations(control: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if control == "rounded to nearest":
-        monkeypatch.setattr(reweight, "weighted", _rounded_to_nearest)
+    if control == "rounded up":
+        monkeypatch.setattr(reweight, "kept_rows", _rounded_up)
     else:
         _per_group_weight(monkeypatch)
     claim = Claim(policy("add_remove", 3), QUERIES["public keys"].format(opts=MECHANISMS["laplace"]))
@@ -141,7 +142,7 @@ def test_every_unit_neighbour_of_every_small_dataset_moves_each_part_at_most_its
     """dpsql.admin.bruteforce enumerates every dataset of 1 unit (add_remove: its neighbours hold
     0 or 2) or 2 units (union) of up to 3 rows over 4 (group, value) rows (k = 2: a unit of 3
     rows over 3 groups is weighted by 2/3), and every unit neighbour; the re-weighted statement
-    runs on each. Rounding to nearest (the negative control) is caught by the same enumeration."""
+    runs on each. Rounding every group up (the negative control) is caught by the same enumeration."""
     from dpsql.admin import bruteforce
 
     def run() -> tuple[float, list[str]]:
@@ -173,23 +174,29 @@ def test_every_unit_neighbour_of_every_small_dataset_moves_each_part_at_most_its
     assert worst > 0.9  # a unit over the bound at a bound reaches the claim
     if relation != "add_remove":
         return  # replace's claim is twice as large: three groups cannot show the control's excess
-    monkeypatch.setattr(reweight, "weighted", _rounded_to_nearest)
+    monkeypatch.setattr(reweight, "kept_rows", _rounded_up)
     _, problems = run()
-    assert problems  # the control: rounding to nearest lets 3 rows over 3 groups count as 3
+    assert problems  # the control: rounding up lets 3 rows over 3 groups count as 3
 
 
 # -- the statistics, the choice, EXPLAIN --------------------------------------------------------
 
 
 def reference(rows: t.Sequence[Row], k: int) -> dict[str, dict[str, int]]:
-    """By hand: per group, the units' row counts weighted by min(1, k / n_u), toward zero, and
-    the groups a unit keeps (a weighted row count of at least 1)."""
+    """By hand: per group, the units' rows apportioned (a unit over k rows: ⌊c·k/n⌋ in each
+    group, plus 1 in the groups of largest remainder, smaller keys first, until k), and the
+    groups a unit keeps (a row at least)."""
     out: dict[str, dict[str, int]] = {}
     for u in {r[0] for r in rows}:
         mine = [r for r in rows if r[0] == u]
-        for g in {r[1] for r in mine}:
-            c = sum(1 for r in mine if r[1] == g)
-            w = c if len(mine) <= k else (c * k) // len(mine)
+        n = len(mine)
+        counts = {g: sum(1 for r in mine if r[1] == g) for g in sorted({r[1] for r in mine})}
+        kept = dict(counts) if n <= k else {g: c * k // n for g, c in counts.items()}
+        if n > k:
+            for g in sorted(counts, key=lambda g: (-(counts[g] * k % n), g))[: k - sum(kept.values())]:
+                kept[g] += 1
+        assert sum(kept.values()) == min(n, k)
+        for g, w in kept.items():
             if w >= 1:
                 group = out.setdefault(g, {"rows": 0, "units": 0})
                 group["rows"] += w
@@ -241,5 +248,5 @@ def test_the_policy_may_ask_for_reweighting_and_the_report_says_what_it_does() -
     res = con.execute("SELECT g, DP_SUM(x) FROM t GROUP BY g WITH (epsilon = 1, keys = ['a', 'b', 'c'])")
     assert con.prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)").plan.units.mode == "reweight"
     text = str(res.report)
-    assert "re-weighted" in text and "weighted by 2/its rows, rounded toward zero" in text
+    assert "re-weighted" in text and "weighted by 2/its rows, shared among its groups" in text
     con.close()

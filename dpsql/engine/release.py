@@ -198,7 +198,7 @@ def truncation_note(units: "UnitBounds | None") -> str:
     cost = "; the interval covers the noise, not that bias"
     if units.mode == "reweight":  # dpsql.sql.reweight: each unit's partials weighted by min(1, k / its rows)
         return (f"each {units.unit} counts as at most {units.max_rows} rows (max_rows_per_unit): one with more has "
-                f"every count and sum weighted by {units.max_rows}/its rows, rounded toward zero{cost}")
+                f"its counts and sums weighted by {units.max_rows}/its rows, shared among its groups{cost}")
     if units.mode == "clip":  # pre-aggregation (dpsql.sql.perunit): nothing dropped, partials clipped
         c = units.max_rows_per_group if units.max_groups is not None else units.max_rows
         groups = (f"groups beyond max_groups_per_unit = {units.max_groups} per {units.unit} are dropped; "

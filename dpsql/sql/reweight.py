@@ -5,24 +5,28 @@ picks it for a grouped count, sum, mean or variance of an id unit with no g). Th
 (unit u, group g) are aggregated first, as in pre-aggregation (:mod:`dpsql.sql.perunit`; Wilson,
 Zhang, Lam, Desfontaines, Simmons-Marengo, Gipson, "Differentially Private SQL with Bounded
 User Contribution", PoPETs 2020), with c_ug the rows of u in g; n_u = Σ_g c_ug is all of u's
-rows (after the WHERE). Every partial P of (u, g) is then weighted by w_u = min(1, k / n_u)
-and rounded toward zero on its own grid (:func:`weighted`; k = max_rows_per_unit, every summed
-value an integer d in [A, B] on the fixed-point grid of :mod:`dpsql.mechanisms.fixed`):
+rows (after the WHERE). A unit with n_u ≤ k keeps its partials as they are. A unit with more
+has its rows weighted by k / n_u, and its k rows' worth apportioned to its groups in whole rows
+by the largest remainders (Hamilton's method): c'_ug = ⌊c_ug·k / n_u⌋, plus 1 in the
+k − Σ_g ⌊c_ug·k / n_u⌋ groups of largest remainder c_ug·k mod n_u (ties: the smaller keys), so
+that Σ_g c'_ug = k exactly and c'_ug ≤ c_ug. Every other partial P of (u, g) is then weighted
+as its rows are and rounded toward zero on its own grid (:func:`weighted`; every summed value
+an integer d in [A, B] on the fixed-point grid of :mod:`dpsql.mechanisms.fixed`):
 
 ==========  ====================================================================================
-partial     per (unit, group), n of the c_ug rows counted, with W(P) = trunc(P · k / n_u) when
-            n_u > k, else P (exact integer arithmetic, :func:`weighted`)
+partial     per (unit, group), n of the c_ug rows counted, W(P) = trunc(P · c' / c_ug) when
+            n_u > k, else P (exact integer arithmetic, :func:`ratio`)
 ==========  ====================================================================================
-rows        c' = W(c_ug); a (unit, group) with c' = 0 is dropped (every partial of it)
+rows        c' (above); a (unit, group) with c' = 0 is dropped (every partial of it)
 count       n' = W(n)
 total       SUM's W(Σd)
 scaled      MEAN's and VAR's W(Σd) clipped to [A·n', B·n'], VAR's W(Σd²) to [0, max(A², B²)·n']
 ==========  ====================================================================================
 
-Sensitivity (add/remove one unit). Since Σ_g c_ug = n_u, Σ_g n ≤ n_u and |Σd| ≤ n·max(|A|, |B|):
-Σ_g c' ≤ Σ_g w_u·c_ug ≤ min(n_u, k) ≤ k, likewise Σ_g n' ≤ k, Σ_g |W(Σd)| ≤ w_u·n_u·max(|A|, |B|)
-≤ k·max(|A|, |B|) (truncation toward zero never grows a magnitude), and a scaled partial lies
-in n'·[A, B] (n'·[0, max(A², B²)]) so that its total over the groups, and MEAN's centred
+Sensitivity (add/remove one unit). Σ_g c' = min(n_u, k) ≤ k; since n ≤ c_ug and
+|Σd| ≤ n·max(|A|, |B|), and truncation toward zero never grows a magnitude, n' ≤ c' and
+|W(Σd)| ≤ c'·max(|A|, |B|): Σ_g n' ≤ k and Σ_g |W(Σd)| ≤ k·max(|A|, |B|). A scaled partial lies
+in n'·[A, B] (n'·[0, max(A², B²)]), so that its total over the groups, and MEAN's centred
 partial 2Σd' − (A + B)·n' ∈ n'·[−(B − A), B − A], are bounded by k times a row's. At most k
 groups keep a row (c' ≥ 1 in each, and they sum to at most k). So one unit moves the vector of
 per-group statistics exactly as a unit of at most k rows in at most k groups does under row
@@ -34,18 +38,21 @@ each coordinate moves by at most the width of its range (a partial of k rows' wo
 side), the rows of the truncation's ``replace`` table with m = k, as
 :mod:`dpsql.sql.perunit`'s proof argues for clipped partials.
 
-Why the weight is private to its unit: w_u, and every partial of u, is a deterministic function
-of u's own rows (after the WHERE, over all groups), not of any other unit's, so adding or
-removing another unit leaves u's partials as they were; the sums over units are exact
-(HUGEINT; Spark's DECIMAL(38, 0)). Computing n_u within the group only (c_ug instead of n_u)
-would let a unit put k rows' worth in every group; rounding half away from zero would let
-Σ_g c' exceed k (``tests/test_reweight.py`` catches both by brute force).
+Why the weight is private to its unit: n_u, the apportionment and every partial of u are a
+deterministic function of u's own rows (after the WHERE, over all groups: the remainders and
+the keys that break ties are u's), not of any other unit's, so adding or removing another unit
+leaves u's partials as they were; the sums over units are exact (HUGEINT; Spark's
+DECIMAL(38, 0)). Computing n_u within the group only (c_ug instead of n_u) would let a unit
+put k rows' worth in every group; giving every group with a remainder its extra row (rounding
+up) would let Σ_g c' exceed k (``tests/test_reweight.py`` catches both by brute force).
 
-The counts stay integers (rounded toward zero, the grid of 1 that the discrete count noise and
-the report need); a unit over k rows loses less than one row per group it reaches, and nothing
-when n_u ≤ k. Integer arithmetic, not a floating-point ratio: ``trunc(P·k/n)`` is
-``(P quot n)·k + ((P rem n)·k quot n)`` (quotient and remainder truncated toward zero on
-both engines), where no intermediate exceeds k times a row's bound, so it cannot overflow.
+The counts stay integers (the grid of 1 that the discrete count noise and the report need):
+apportioned, a unit over k rows counts exactly k rows over its groups, as under truncation,
+where rounding each group down alone would lose up to one row in every group it reaches. The
+one sort is of each unit's (unit, group) partials by remainder (a window over the partials,
+not over the rows). Integer arithmetic, not a floating-point ratio: ``trunc(P·a/b)`` is
+``(P quot b)·a + ((P rem b)·a quot b)`` (quotient and remainder truncated toward zero on both
+engines), where no intermediate exceeds a times a row's bound, so it cannot overflow.
 """
 
 from __future__ import annotations
@@ -60,8 +67,9 @@ if t.TYPE_CHECKING:
 #: the mode's name
 REWEIGHT = "reweight"
 
-#: per-(unit, group) columns of the re-weighting: rows c_ug, the unit's rows n_u, weighted rows c'
-ROWS, UNIT_ROWS, KEPT = "__c", "__nu", "__cw"
+#: per-(unit, group) columns of the re-weighting: rows c_ug, the unit's rows n_u, weighted rows
+#: c', and c_ug·k's quotient and remainder by n_u
+ROWS, UNIT_ROWS, KEPT, FLOOR, REMAINDER = "__c", "__nu", "__cw", "__f", "__r"
 
 _BIG = "HUGEINT"
 
@@ -74,24 +82,67 @@ def _big(x: exp.Expression) -> exp.Cast:
     return exp.Cast(this=x, to=exp.DataType.build(_BIG))
 
 
-def weighted(x: exp.Expression, n: exp.Expression, k: int) -> exp.Expression:
-    """``trunc(x·k/n)`` when n > k, else ``x``: a partial weighted by min(1, k/n) and rounded
-    toward zero, exactly (module docstring); NULL stays NULL.
+def _num(x: "int | exp.Expression") -> exp.Expression:
+    return _int(x) if isinstance(x, int) else x.copy()
 
-    >>> print(weighted(exp.column("s"), exp.column("__nu"), 5).sql("duckdb"))
-    CASE WHEN __nu <= 5 THEN s ELSE CAST(s // __nu AS INT128) * 5 + CAST(s % __nu AS INT128) * 5 // __nu END
+
+def ratio(x: exp.Expression, num: "int | exp.Expression", den: exp.Expression) -> exp.Expression:
+    """``trunc(x·num/den)`` exactly, for 0 <= num <= den and den > 0, as
+    ``(x quot den)·num + ((x rem den)·num quot den)`` (module docstring); NULL stays NULL.
+
+    >>> print(ratio(exp.column("s"), exp.column("cw"), exp.column("c")).sql("duckdb"))
+    CAST(s // c AS INT128) * cw + CAST(s % c AS INT128) * cw // c
     >>> import duckdb
-    >>> duckdb.sql("SELECT " + weighted(exp.column("s"), exp.column("n"), 3).sql("duckdb")
-    ...            + " FROM (VALUES (7, 2), (7, 4), (-7, 4), (-8, 4), (NULL, 9)) v(s, n)").fetchall()
+    >>> duckdb.sql("SELECT " + ratio(exp.column("s"), 3, exp.column("n")).sql("duckdb")
+    ...            + " FROM (VALUES (7, 3), (7, 4), (-7, 4), (-8, 4), (NULL, 9)) v(s, n)").fetchall()
     [(7,), (5,), (-5,), (-6,), (None,)]
     """
-    quot = exp.IntDiv(this=x.copy(), expression=n.copy())
-    rem = exp.Mod(this=x.copy(), expression=n.copy())
-    whole = exp.Mul(this=_big(quot), expression=_int(k))
-    part = exp.IntDiv(this=exp.Mul(this=_big(rem), expression=_int(k)),
-                      expression=n.copy())
-    out = exp.Add(this=whole, expression=part)
-    return exp.Case(ifs=[exp.If(this=exp.LTE(this=n.copy(), expression=_int(k)), true=x.copy())], default=out)
+    whole = exp.Mul(this=_big(exp.IntDiv(this=x.copy(), expression=den.copy())), expression=_num(num))
+    part = exp.IntDiv(this=exp.Mul(this=_big(exp.Mod(this=x.copy(), expression=den.copy())), expression=_num(num)),
+                      expression=den.copy())
+    return exp.Add(this=whole, expression=part)
+
+
+def kept_rows(k: int, keys: "t.Sequence[str]") -> exp.Expression:
+    """c' of a (unit, group): ``__c`` when the unit has at most k rows, else ``__f`` (the floor
+    of c·k/n) plus 1 in the (k − Σ_g __f) groups of the unit with the largest remainders ``__r``
+    (ties: the smaller keys), so that Σ_g c' = k exactly (module docstring).
+
+    >>> print(kept_rows(5, ["__k0"]).sql("duckdb"))
+    CASE WHEN __nu <= 5 THEN __c ELSE __f + CASE WHEN ROW_NUMBER() OVER (PARTITION BY __u ORDER BY __r DESC, __k0) <= 5 - SUM(__f) OVER (PARTITION BY __u) THEN 1 ELSE 0 END END
+    """
+    unit = [exp.column("__u")]
+    order = exp.Order(expressions=[exp.Ordered(this=exp.column(REMAINDER), desc=True),
+                                   *(exp.Ordered(this=exp.column(key)) for key in keys)])
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[u.copy() for u in unit], order=order)
+    left = exp.Sub(this=_int(k), expression=exp.Window(this=exp.Sum(this=exp.column(FLOOR)),
+                                                       partition_by=[u.copy() for u in unit]))
+    extra = exp.Case(ifs=[exp.If(this=exp.LTE(this=rank, expression=left), true=_int(1))], default=_int(0))
+    over = exp.Add(this=exp.column(FLOOR), expression=extra)
+    return exp.Case(ifs=[exp.If(this=exp.LTE(this=exp.column(UNIT_ROWS), expression=_int(k)),
+                                true=exp.column(ROWS))], default=over)
+
+
+def floor_and_remainder(k: int) -> tuple[exp.Expression, exp.Expression]:
+    """``__f`` = c·k quot n and ``__r`` = c·k rem n of a (unit, group) (HUGEINT: c·k cannot overflow).
+
+    >>> [e.sql("duckdb") for e in floor_and_remainder(5)]
+    ['CAST(__c AS INT128) * 5 // __nu', 'CAST(__c AS INT128) * 5 % __nu']
+    """
+    ck = exp.Mul(this=_big(exp.column(ROWS)), expression=_int(k))
+    return (exp.IntDiv(this=ck, expression=exp.column(UNIT_ROWS)),
+            exp.Mod(this=ck.copy(), expression=exp.column(UNIT_ROWS)))
+
+
+def weighted(x: exp.Expression, k: int) -> exp.Expression:
+    """A partial weighted as its (unit, group)'s rows are, c'/c, rounded toward zero: ``x`` when
+    the unit has at most k rows (module docstring).
+
+    >>> print(weighted(exp.column("s"), 5).sql("duckdb"))
+    CASE WHEN __nu <= 5 THEN s ELSE CAST(s // __c AS INT128) * __cw + CAST(s % __c AS INT128) * __cw // __c END
+    """
+    return exp.Case(ifs=[exp.If(this=exp.LTE(this=exp.column(UNIT_ROWS), expression=_int(k)), true=x.copy())],
+                    default=ratio(x, exp.column(KEPT), exp.column(ROWS)))
 
 
 def within(x: exp.Expression, n: exp.Expression, lo: int, hi: int) -> exp.Expression:
@@ -141,9 +192,9 @@ def explain(units: "UnitBounds") -> list[str]:
     for line in lines:
         if line.startswith("truncation (in the rewritten SQL"):
             line = (f"re-weighting (in the rewritten SQL, after the WHERE): each {units.unit}'s rows are "
-                    f"aggregated per group, then every count and sum of a {units.unit} with n > "
-                    f"{units.max_rows} rows is weighted by {units.max_rows}/n and rounded toward zero "
-                    f"(its groups whose rows round to 0 are dropped); no sort")
+                    f"aggregated per group; one with n > {units.max_rows} rows counts as {units.max_rows} "
+                    f"whole rows shared among its groups in proportion (largest remainders), its counts "
+                    f"and sums weighted alike, rounded toward zero; no sort of its rows")
         elif line.startswith("bounding: row truncation"):
             line = line.replace("bounding: row truncation", "bounding: re-weighting", 1)
         out.append(line)
