@@ -214,7 +214,7 @@ def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bo
     >>> choose(UnitBounds("id", 5), None, None, False, False, ["DP_MEDIAN(x)"]).mode_reason
     'chosen: DP_MEDIAN(x) needs rows'
     >>> choose(UnitBounds("id", 5), None, None, True, False, []).mode_reason
-    'chosen: a GROUP BY without max_groups_per_unit: the noise of row truncation, weighted by hash aggregation, no sort'
+    'chosen: a GROUP BY without max_groups_per_unit: the noise of row truncation, weighted by hash aggregation, no sort of its rows'
     """
     if not units.by_id or per_unit:
         return units  # a row unit, or one row per unit: nothing to bound either way
@@ -236,5 +236,5 @@ def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bo
                                    "and it drops nothing of a unit under its bound")
     if weighs is None:
         return dataclasses.replace(units, mode=REWEIGHT, mode_reason="chosen: a GROUP BY without max_groups_per_unit: "
-                                   "the noise of row truncation, weighted by hash aggregation, no sort")
+                                   "the noise of row truncation, weighted by hash aggregation, no sort of its rows")
     return dataclasses.replace(units, mode=TRUNCATE, mode_reason=f"chosen: {why}")

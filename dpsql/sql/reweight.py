@@ -1,4 +1,4 @@
-"""Re-weighting: a GROUP BY bounded per unit without a sort and without max_groups_per_unit.
+"""Re-weighting: a GROUP BY bounded per unit without max_groups_per_unit and without sorting its rows.
 
 Mode ``reweight`` (the ``contribution`` option and policy key; :func:`dpsql.sql.perunit.choose`
 picks it for a grouped count, sum, mean or variance of an id unit with no g). The rows of each
