@@ -35,6 +35,7 @@ _SLOW = (
     "tests/test_budget_faults.py::test_concurrent_processes_never_exceed_the_total",
     "tests/test_ledger.py::test_sigkill_never_loses_a_reported_charge",
     "tests/test_mypy.py::",
+    "tests/test_reweight.py::test_every_unit_neighbour_of_every_small_dataset",
 )
 #: Tests that compare run times (other tests running beside them would disturb the clock): left
 #: out of every parallel run; CI runs them alone with ``pytest -m timed -n 0``.

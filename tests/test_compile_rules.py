@@ -30,6 +30,7 @@ from dpsql.compile.keyjoin import key_join
 from dpsql.compile.nodes import col, table
 from dpsql.compile.plan import Clipped, Column, PreAggregation, Relation, Source, Stat, Subquery, Truncation
 from dpsql.compile.preaggregate import dropped, preaggregate, report
+from dpsql.compile.reweight import reweight
 from dpsql.compile.source import source
 from dpsql.compile.spark import SparkCompiler
 from dpsql.compile.truncate import truncate
@@ -40,7 +41,7 @@ from dpsql.sql.target import DUCKDB, SPARK, SparkSQL
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "compile"
-RULES = ["source", "clip", "truncate", "preaggregate", "histogram", "keyjoin", "inline", "domain"]
+RULES = ["source", "clip", "truncate", "preaggregate", "reweight", "histogram", "keyjoin", "inline", "domain"]
 
 
 class Domain(t.NamedTuple):
@@ -64,7 +65,7 @@ NAMESPACE: dict[str, t.Any] = {
     "counted": counted, "Values": Values, "key_join": key_join, "Subquery": Subquery, "inlined": inlined,
     "Stat": Stat, "typed_keys": typed_keys, "values": values, "Domain": Domain,
     "preaggregate": preaggregate, "PreAggregation": PreAggregation, "Aggregate": Aggregate, "dropped": dropped,
-    "report": report,
+    "report": report, "reweight": reweight,
     "duck": Compiler(DUCKDB), "spark": SparkCompiler(SPARK),
     "relation": Relation(_PEOPLE, (), '"memory"."main"."people" AS __t'),
     "joined": Relation(_PEOPLE, (_JOIN,), '"memory"."main"."people" AS __t ' + _JOIN),

@@ -256,7 +256,7 @@ def test_the_truncation_is_a_window_not_duckdbs_top_k_rewrite() -> None:
 
 def test_key_selection_counts_units_and_unions_over_the_groups_one_unit_reaches() -> None:
     con = connect(policy(k=4), FIFTEEN)
-    query = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 2, delta = 1e-6)"
+    query = "SELECT g, DP_COUNT(*) FROM t GROUP BY g WITH (epsilon = 2, delta = 1e-6, contribution = 'truncate')"
     prepared = con.prepare(query)
     sel = prepared.plan.selection
     assert "COUNT(DISTINCT __u) AS __keys_n" in prepared.sql
@@ -267,7 +267,7 @@ def test_key_selection_counts_units_and_unions_over_the_groups_one_unit_reaches(
     counts = {r[0]: r[names.index("__keys_n")] for r in rows}
     assert counts == {"a": 1, "b": 10}  # units, not rows
     assert "noisy count of ids" in prepared.explain_text()
-    with_g = con.prepare(query.replace("1e-6)", "1e-6, max_groups_per_unit = 2)")).plan.selection
+    with_g = con.prepare(query.replace("1e-6,", "1e-6, max_groups_per_unit = 2,")).plan.selection
     assert with_g.part.sensitivity == 2
     replace = connect(policy("replace", k=4)).prepare(query).plan.selection
     assert replace.part.sensitivity == 8
@@ -433,7 +433,7 @@ def test_the_claim_is_tight(mechanism: str, bounds: dict, expected: dict) -> Non
 
 def test_negative_control_without_truncation_the_brute_force_finds_violations(monkeypatch) -> None:
     monkeypatch.setattr(Compiler, "truncated", lambda self, rows, cut: rows)
-    claim = Claim(policy("add_remove", 2), QUERIES["grouped"].format(opts=MECHANISMS["laplace"]))
+    claim = Claim(policy("add_remove", 2), QUERIES["grouped"].format(opts=MECHANISMS["laplace"] + ", contribution = 'truncate'"))
     _, problems = check(claim, datasets=4, seed=1, relation="add_remove")
     assert problems
 

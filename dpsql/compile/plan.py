@@ -117,16 +117,20 @@ class PreAggregation:
     """An id unit bounded by pre-aggregation (:mod:`dpsql.sql.perunit`): one row per (unit,
     group) of every aggregate's partial statistics, each clipped to ``cap`` rows' worth; with
     ``max_groups`` and ``keys``, each unit keeps its ``max_groups`` groups of smallest
-    ``HASH(unit, keys)``."""
+    ``HASH(unit, keys)``; ``reweight``: instead, every partial of a unit weighted by
+    min(1, cap / its rows) (:mod:`dpsql.sql.reweight`, cap = k, no groups bound)."""
 
     aggregates: tuple["Aggregate", ...]
     cap: int
     max_groups: int | None = None
     keys: tuple[str, ...] = ()
+    reweight: bool = False
 
     @classmethod
     def of(cls, units: "UnitBounds", keys: t.Sequence[str], aggregates: t.Sequence["Aggregate"]) -> "PreAggregation":
-        """The bounds in force for an id unit: c = r with g and keys, else k."""
+        """The bounds in force for an id unit: c = r with g and keys, else k (re-weighted: k)."""
+        if units.mode == "reweight":
+            return cls(tuple(aggregates), int(units.max_rows), None, tuple(keys), True)
         grouped = bool(keys) and units.max_groups is not None
         r = units.max_rows_per_group
         cap = int(r if grouped and r is not None else units.max_rows)

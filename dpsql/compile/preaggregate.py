@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpsql.compile import reweight
 from dpsql.compile.nodes import alias, col, fn, number, select, star, subquery, table
 from dpsql.compile.plan import PreAggregation, Truncation
 from dpsql.sql import build, perunit
@@ -43,6 +44,8 @@ def preaggregate(rows: exp.Select, pre: PreAggregation) -> exp.Select:
     SELECT CASE WHEN __p0_n < 0 THEN 0 WHEN __p0_n > 5 THEN 5 ELSE __p0_n END AS __p0_n \
 FROM (SELECT __u, COUNT(*) AS __p0_n FROM (SELECT __u FROM t) AS __rows_in GROUP BY __u) AS __per
     """
+    if pre.reweight:  # weighted by the unit's rows instead of clipped (dpsql.compile.reweight)
+        return reweight.reweight(rows, pre)
     inner: list[exp.Expression] = [col(build.UNIT), *(col(k) for k in pre.keys)]
     outer: list[exp.Expression] = [col(k) for k in pre.keys]
     for agg in pre.aggregates:

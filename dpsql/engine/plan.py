@@ -39,7 +39,7 @@ from dpsql.privacy.approx_bounds import SHARE, WIDEST, BoundsSearch, Found
 from dpsql.privacy.budget import TOLERANCE, Cost
 from dpsql.privacy.policy import UNIT_BOUNDS, Policy
 from dpsql.privacy.units import UnitBounds
-from dpsql.sql import perunit
+from dpsql.sql import perunit, reweight
 from dpsql.sql.bind import Bound, BoundAggregate
 from dpsql.sql.keywords import OPTION_KEYS
 from dpsql.sql.suggest import did_you_mean
@@ -122,7 +122,7 @@ class Plan:
     def explain_lines(self) -> list[str]:
         lines = [f"budget: {self.cost} for the whole query"]
         if self.units is not None:
-            lines += self.units.explain()
+            lines += reweight.explain(self.units)
         if self.bound.group_by:
             if self.public_keys is not None:
                 source = f" ({self.public_keys.source})" if self.public_keys.source else ""
@@ -376,7 +376,7 @@ def plan(bound: Bound, policy: Policy, found: dict[int, Found] | None = None, en
 
     bounds = perunit.choose(bounds, opts.contribution, getattr(bound.table, "contribution", None),
                             bool(bound.group_by), bound.per_unit, [p.label for p in prepared if p.per_unit() is None])
-    ctx = dataclasses.replace(ctx, unit_note=bounds.note)
+    ctx = dataclasses.replace(ctx, unit_note=reweight.note(bounds))
     total = Cost()
     for part in parts:
         total = total + part.cost

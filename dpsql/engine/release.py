@@ -184,7 +184,7 @@ def dropped_note(plan: Plan, units: int, cut: int) -> str:
     assert plan.dropped is not None and plan.units is not None
     share = min(max(cut, 0) / max(units, 1), 1.0)
     half = plan.dropped.ci(plan.ctx.confidence)
-    how = "rows were dropped" if plan.units.mode != "clip" else "partial sums were clipped or re-weighted"
+    how = "rows were dropped" if plan.units.mode not in ("clip", "reweight") else "partial sums were clipped or re-weighted"
     return (f"report_dropped: about {share:.0%} of {plan.units.unit} units are over the bound ({how}): "
             f"{max(cut, 0):,} of {max(units, 0):,}, each count ±{half:.3g} ({plan.ctx.confidence:.0%}), "
             f"spent {plan.dropped.cost}; raise max_rows_per_unit to cut fewer, at more noise")
@@ -196,6 +196,9 @@ def truncation_note(units: "UnitBounds | None") -> str:
     if units is None or not units.by_id or _one_row_per_unit(units):
         return ""
     cost = "; the interval covers the noise, not that bias"
+    if units.mode == "reweight":  # dpsql.sql.reweight: each unit's partials weighted by min(1, k / its rows)
+        return (f"each {units.unit} counts as at most {units.max_rows} rows (max_rows_per_unit): one with more has "
+                f"its counts and sums weighted by {units.max_rows}/its rows, shared among its groups{cost}")
     if units.mode == "clip":  # pre-aggregation (dpsql.sql.perunit): nothing dropped, partials clipped
         c = units.max_rows_per_group if units.max_groups is not None else units.max_rows
         groups = (f"groups beyond max_groups_per_unit = {units.max_groups} per {units.unit} are dropped; "

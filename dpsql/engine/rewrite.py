@@ -29,7 +29,9 @@ k rows (or r rows in each of at most g groups), chosen by window functions (:mod
 Everything after ``__src`` (the statistics and every mechanism's subquery) reads only the
 truncated rows. With pre-aggregation (``UnitBounds.mode`` ``clip``, :mod:`dpsql.sql.perunit`,
 :mod:`dpsql.compile.preaggregate`) ``__src`` is instead one row per (unit, group) of clipped
-partial statistics, and the statistics are their sums. ``report_dropped`` adds ``__cut``, one
+partial statistics, and the statistics are their sums; with re-weighting (``reweight``,
+:mod:`dpsql.sql.reweight`, :mod:`dpsql.compile.reweight`) the partials are weighted by the
+unit's rows instead of clipped. ``report_dropped`` adds ``__cut``, one
 row of counts over the rows before the bound, cross-joined to the result. A row unit's
 ``__src`` is exactly as above.
 
@@ -70,6 +72,7 @@ from dpsql.compile.plan import (
 from dpsql.engine.keys import KeyDomain
 from dpsql.engine.plan import Plan
 from dpsql.sql import build, perunit
+from dpsql.sql.reweight import REWEIGHT
 from dpsql.sql.target import DUCKDB, Target
 from dpsql.sql.total import total
 
@@ -159,7 +162,7 @@ def statement(plan: Plan, shared_histogram: bool = True) -> Statement:
 
 def _clips(plan: Plan) -> bool:
     """Whether an id unit is bounded by pre-aggregation (:mod:`dpsql.sql.perunit`)."""
-    return plan.units is not None and plan.units.mode == perunit.CLIP and not plan.bound.per_unit
+    return plan.units is not None and plan.units.mode in (perunit.CLIP, REWEIGHT) and not plan.bound.per_unit
 
 
 def _dropped(plan: Plan, keys: tuple[str, ...]) -> Truncation | None:

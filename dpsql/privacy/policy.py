@@ -366,8 +366,8 @@ def _bounding(where: str, spec: dict) -> tuple[t.Any, str | None]:
         except Error as err:
             raise PolicyError(str(err)) from None
     contribution = spec.get("contribution")
-    if contribution is not None and contribution not in ("truncate", "clip", "auto"):
-        raise PolicyError(f"{where}.contribution must be 'truncate', 'clip' or 'auto'")
+    if contribution is not None and contribution not in ("truncate", "clip", "reweight", "auto"):
+        raise PolicyError(f"{where}.contribution must be 'truncate', 'clip', 'reweight' or 'auto'")
     return truncation, contribution
 
 

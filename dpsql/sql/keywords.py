@@ -26,7 +26,7 @@ JOIN_OPTIONS: tuple[str, ...] = ("max_rows", "max_join_rows", "join_truncation",
 
 AGGREGATORS = ("mean", "winsorized")
 #: The values of ``contribution``: how an id unit's contribution is bounded (dpsql.sql.perunit).
-CONTRIBUTION = ("truncate", "clip", "auto")
+CONTRIBUTION = ("truncate", "clip", "reweight", "auto")
 SMOOTH_NOISE = ("laplace", "cauchy")
 #: The values of ``bounds`` (option and DP aggregate argument): bounds found privately.
 FOUND_BOUNDS = ("auto",)

@@ -46,7 +46,10 @@ count, sum, mean or variance of the additive mechanisms and (with GROUP BY) a gr
 bound is in force; row truncation otherwise (order statistics, and the data-dependent
 mechanisms, need rows; a GROUP BY without g would need g = k groups of c = k rows each, k times
 the noise of truncation). At equal noise pre-aggregation is chosen: it drops nothing of a unit
-under the bound, clips only what lies over it, and runs as hash aggregation.
+under the bound, clips only what lies over it, and runs as hash aggregation. A GROUP BY of
+those statistics without g is re-weighted instead (``reweight``, :mod:`dpsql.sql.reweight`):
+each unit's partials weighted by min(1, k / its rows), the noise of row truncation without the
+sort of each unit's rows.
 """
 
 from __future__ import annotations
@@ -58,9 +61,10 @@ from sqlglot import exp
 
 from dpsql.errors import OptionError
 from dpsql.privacy.units import CLIP, TRUNCATE, UnitBounds
+from dpsql.sql.reweight import REWEIGHT
 
 #: the values of the ``contribution`` option and policy key
-MODES = (TRUNCATE, CLIP, "auto")
+MODES = (TRUNCATE, CLIP, REWEIGHT, "auto")
 
 #: the per-(unit, group) relation read by the clipping SELECT
 PER_UNIT = "__per"
@@ -200,21 +204,29 @@ def refusal(units: UnitBounds, grouped: bool, per_unit: bool,
 def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bool, per_unit: bool,
            needs_rows: t.Sequence[str]) -> UnitBounds:
     """``units`` with the bounding mode in force and why: the query's ``contribution`` (``asked``),
-    else the table policy's, else the one with less noise (module docstring). An explicit
-    ``clip`` that cannot bound the query is refused (OptionError) before anything runs.
+    else the table policy's, else the one with less noise (module docstring; a GROUP BY without
+    g: re-weighting, :mod:`dpsql.sql.reweight`, the noise of truncation without its sort). An
+    explicit ``clip`` or ``reweight`` that cannot bound the query is refused (OptionError)
+    before anything runs.
 
     >>> choose(UnitBounds("id", 5), None, None, False, False, []).mode
     'clip'
     >>> choose(UnitBounds("id", 5), None, None, False, False, ["DP_MEDIAN(x)"]).mode_reason
     'chosen: DP_MEDIAN(x) needs rows'
+    >>> choose(UnitBounds("id", 5), None, None, True, False, []).mode_reason
+    'chosen: a GROUP BY without max_groups_per_unit: the noise of row truncation, weighted by hash aggregation, no sort of its rows'
     """
     if not units.by_id or per_unit:
         return units  # a row unit, or one row per unit: nothing to bound either way
     why = refusal(units, grouped, per_unit, needs_rows)
+    weighs = refusal(units, False, per_unit, needs_rows)  # re-weighting needs no g, and bounds none
+    if weighs is None and grouped and units.max_groups is not None:
+        weighs = "max_groups_per_unit is in force (its noise is r·g, not k)"
     given = asked if asked not in (None, "auto") else policy if policy not in (None, "auto") else None
-    if given == CLIP and why is not None:
-        where = "option 'contribution'" if asked == CLIP else "the policy's contribution = 'clip'"
-        raise OptionError(f"{where}: pre-aggregation cannot bound this query: {why}; "
+    if (given == CLIP and why is not None) or (given == REWEIGHT and weighs is not None):
+        where = "option 'contribution'" if asked == given else f"the policy's contribution = '{given}'"
+        what = "pre-aggregation" if given == CLIP else "re-weighting"
+        raise OptionError(f"{where}: {what} cannot bound this query: {why if given == CLIP else weighs}; "
                           "use contribution = 'truncate' (row truncation)")
     if given is not None:
         reason = "query" if asked == given else "policy"
@@ -222,4 +234,7 @@ def choose(units: UnitBounds, asked: str | None, policy: str | None, grouped: bo
     if why is None:
         return dataclasses.replace(units, mode=CLIP, mode_reason="chosen: the same noise as row truncation, "
                                    "and it drops nothing of a unit under its bound")
+    if weighs is None:
+        return dataclasses.replace(units, mode=REWEIGHT, mode_reason="chosen: a GROUP BY without max_groups_per_unit: "
+                                   "the noise of row truncation, weighted by hash aggregation, no sort of its rows")
     return dataclasses.replace(units, mode=TRUNCATE, mode_reason=f"chosen: {why}")
