@@ -37,7 +37,7 @@ from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.keysource import KeySource, key_sources
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
-from dpsql.sql.relation import Relation
+from dpsql.sql.relation import Relation, from_sql
 from dpsql.sql.scope import (
     Catalog,
     check_reserved,
@@ -129,8 +129,9 @@ class Bound:
     unit: exp.Expression | None = None
     #: whether ``relation`` is a per-unit subquery (one row per privacy unit)
     per_unit: bool = False
-    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins)
-    joins: list[str] = field(default_factory=list)
+    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins), trees
+    #: never changed
+    joins: list[exp.Join] = field(default_factory=list)
     #: the reserved aliases whose rows together identify one row (the row hash)
     hashed: tuple[str, ...] = (BASE,)
     #: whether a join or flat map is in the FROM chain
@@ -147,11 +148,16 @@ class Bound:
         which can drop or multiply rows)."""
         return bool(self.where) or self.per_unit or self.joined
 
+    #: DuckDB's text of ``relation AS __t`` and the joins, printed once (see :attr:`from_sql`)
+    _from_sql: str | None = field(default=None, repr=False, compare=False)
+
     @property
     def from_sql(self) -> str:
         """The FROM clause of the statistics query: ``relation AS __t`` and the joins."""
         assert self.relation is not None
-        return " ".join([f"{self.relation.sql(dialect='duckdb')} AS {BASE}", *self.joins])
+        if self._from_sql is None:
+            self._from_sql = from_sql(self.relation, self.joins)
+        return self._from_sql
 
 
 def _label(node: exp.Expression) -> str:
@@ -271,8 +277,8 @@ def _bind_select(
     user_groups, group_by = _group_exprs(select, rel)
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)
-    from_sql = " ".join([f"{relation.sql(dialect='duckdb')} AS {BASE}", *rel.joins])
-    group_types = _group_types(group_by, group_columns, types, from_sql, describe, policy_types(policy, catalog))
+    chain = rel.from_sql(relation)
+    group_types = _group_types(group_by, group_columns, types, chain, describe, policy_types(policy, catalog))
 
     outer, names = build_outer(select, index_of, user_groups, rel)
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
@@ -301,6 +307,7 @@ def _bind_select(
         joined=rel.joined,
         joined_rows=rel.rows if rel.joined and rel.table.privacy_unit == "row" else None,
         join_steps=list(rel.steps),
+        _from_sql=chain,
     )
 
 
