@@ -262,8 +262,10 @@ def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, jo
         m, source = opts.max_join_rows, "option max_join_rows"
         out.used.add("max_join_rows")
     else:
-        m, source = _multiplicity(table, keys, jc), f"the most rows of one key in {tp.name}, read at plan time"
-    kept = fill(_KEPT, table=table, name=name, keys=_quoted(keys), m=number(m))
+        m, source = _multiplicity(tp, keys, jc), f"the most rows of one key in {tp.name}, read at plan time"
+    kept = exp.alias_(table, name, table=True)
+    kept = exp.Select(expressions=[exp.Star()], from_=exp.From(this=kept),
+                      qualify=exp.Qualify(this=first_rows(_quoted(keys), name, m)))
     out.joins.append(_joined(exp.Subquery(this=kept), name, on, side))
     out.hashed = (*rel.hashed, name)
     rows = max(m, 1)
@@ -280,18 +282,23 @@ def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, jo
     return out
 
 
-#: a public table's rows, at most ``m`` of each key (any ``m``: which ones is a function of the public rows)
-_KEPT = ("SELECT * FROM _Z_table AS _Z_name QUALIFY ROW_NUMBER() OVER (PARTITION BY _Z_keys ORDER BY HASH(_Z_name)) "
-         "BETWEEN 1 AND _Z_m")
 #: the most rows of one key of a public table (at least 1)
 _MOST = "SELECT COALESCE(MAX(n), 1) FROM (SELECT COUNT(*) AS n FROM _Z_table GROUP BY _Z_keys)"
 
 
-def _multiplicity(table: exp.Table, keys: list[str], jc: JoinContext) -> int:
+def _multiplicity(tp: TablePolicy, keys: list[str], jc: JoinContext) -> int:
     if jc.read_public is None:
         raise OptionError("the public table cannot be read to bound this join; give max_join_rows = n")
-    rows = jc.read_public(fill(_MOST, table=table, keys=_quoted(keys)).sql(dialect="duckdb"))
+    rows = jc.read_public(_most_sql(tp.table_name, tp.schema, jc.database, tuple(keys)))
     return max(int(rows[0][0]), 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _most_sql(name: str, schema: str | None, database: str | None, keys: tuple[str, ...]) -> str:
+    """The text of :data:`_MOST` for a public table and its join keys (a function of the names
+    only: kept, so that planning the same join again prints nothing)."""
+    table = exp.table_(name, db=schema, catalog=database, quoted=True)
+    return fill(_MOST, table=table, keys=_quoted(keys)).sql(dialect="duckdb", copy=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,15 +387,28 @@ def _truncated(table: exp.Table, where: list[exp.Expression], keep: exp.Expressi
     return out
 
 
-#: the truncation strategies over the join keys ``_Z_keys`` (dpsql.privacy.joins)
-_DROP_EXCESS = "ROW_NUMBER() OVER (PARTITION BY _Z_keys ORDER BY HASH(_Z_base)) BETWEEN 1 AND _Z_k"
-_DROP_NON_UNIQUE = "COUNT(*) OVER (PARTITION BY _Z_keys) = 1"
-
-
 def _keep(strategy: Truncation, keys: list[exp.Expression]) -> exp.Expression:
+    """Which rows a truncation strategy keeps (:mod:`dpsql.privacy.joins`), over the join keys.
+
+    >>> _keep(Truncation("drop_non_unique", 1), _quoted(["k"], BASE)).sql("duckdb")
+    'COUNT(*) OVER (PARTITION BY __t."k") = 1'
+    """
     if strategy.name == "drop_excess":
-        return fill(_DROP_EXCESS, keys=keys, base=BASE, k=number(strategy.threshold))
-    return fill(_DROP_NON_UNIQUE, keys=keys)
+        return first_rows(keys, BASE, strategy.threshold)
+    count = exp.Window(this=exp.Count(this=exp.Star(), big_int=True), partition_by=keys, over="OVER")
+    return exp.EQ(this=count, expression=number(1))
+
+
+def first_rows(keys: list[exp.Expression], alias: str, m: int) -> exp.Between:
+    """The first ``m`` rows of each key in the order of their hashes (a function of the rows
+    alone), built as DuckDB's parser reads it (no text: planning builds it per join).
+
+    >>> first_rows(_quoted(["k"]), "__j1", 2).sql("duckdb")
+    'ROW_NUMBER() OVER (PARTITION BY "k" ORDER BY HASH(__j1)) BETWEEN 1 AND 2'
+    """
+    order = exp.Ordered(this=exp.Anonymous(this="HASH", expressions=[exp.column(alias)]), nulls_first=False)
+    window = exp.Window(this=exp.RowNumber(), partition_by=keys, order=exp.Order(expressions=[order]), over="OVER")
+    return exp.Between(this=window, low=number(1), high=number(m))
 
 
 #: the unit of a linked table's rows, as a column of its side of a private join
