@@ -37,7 +37,7 @@ from dpsql.sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql.sql.keysource import KeySource, key_sources
 from dpsql.sql.options import Options, parse_options
 from dpsql.sql.postprocess import build_outer
-from dpsql.sql.relation import Relation, from_sql
+from dpsql.sql.relation import Relation
 from dpsql.sql.scope import (
     Catalog,
     check_reserved,
@@ -129,9 +129,11 @@ class Bound:
     unit: exp.Expression | None = None
     #: whether ``relation`` is a per-unit subquery (one row per privacy unit)
     per_unit: bool = False
-    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins), trees
-    #: never changed
+    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins), trees never changed
     joins: list[exp.Join] = field(default_factory=list)
+    #: the FROM clause of the statistics query, ``relation AS __t`` and the joins: DuckDB's text,
+    #: printed once when bound
+    from_sql: str = ""
     #: the reserved aliases whose rows together identify one row (the row hash)
     hashed: tuple[str, ...] = (BASE,)
     #: whether a join or flat map is in the FROM chain
@@ -147,17 +149,6 @@ class Bound:
         subquery counts as one: its rows are units, not the table's rows; so does a join,
         which can drop or multiply rows)."""
         return bool(self.where) or self.per_unit or self.joined
-
-    #: DuckDB's text of ``relation AS __t`` and the joins, printed once (see :attr:`from_sql`)
-    _from_sql: str | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def from_sql(self) -> str:
-        """The FROM clause of the statistics query: ``relation AS __t`` and the joins."""
-        assert self.relation is not None
-        if self._from_sql is None:
-            self._from_sql = from_sql(self.relation, self.joins)
-        return self._from_sql
 
 
 def _label(node: exp.Expression) -> str:
@@ -307,7 +298,7 @@ def _bind_select(
         joined=rel.joined,
         joined_rows=rel.rows if rel.joined and rel.table.privacy_unit == "row" else None,
         join_steps=list(rel.steps),
-        _from_sql=chain,
+        from_sql=chain,
     )
 
 

@@ -221,13 +221,9 @@ def try_cast(expr: exp.Expression, name: str) -> exp.TryCast:
 
 def _joined(this: exp.Expression, alias: str, on: list[exp.Expression], side: str = "", kind: str = "") -> exp.Join:
     """``[LEFT|SEMI|ANTI] JOIN this AS alias ON on``."""
-    node = exp.Join(this=this, on=conjunction(on))
     this.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    if side == "LEFT":
-        node.set("side", "LEFT")
-    if kind:
-        node.set("kind", kind)
-    return node
+    return exp.Join(this=this, on=conjunction(on), **({"side": "LEFT"} if side == "LEFT" else {}),
+                    **({"kind": kind} if kind else {}))
 
 
 def _quoted(names: t.Iterable[str], table: str | None = None) -> list[exp.Expression]:
