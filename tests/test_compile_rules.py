@@ -68,7 +68,8 @@ NAMESPACE: dict[str, t.Any] = {
     "report": report, "reweight": reweight,
     "duck": Compiler(DUCKDB), "spark": SparkCompiler(SPARK),
     "relation": Relation(_PEOPLE, (), '"memory"."main"."people" AS __t'),
-    "joined": Relation(_PEOPLE, (_JOIN,), '"memory"."main"."people" AS __t ' + _JOIN),
+    "joined": Relation(_PEOPLE, tuple(parse("SELECT 1 FROM __t " + _JOIN).args["joins"]),
+                       '"memory"."main"."people" AS __t ' + _JOIN),
 }
 
 

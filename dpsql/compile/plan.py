@@ -14,8 +14,8 @@ one per engine) turns it into one sqlglot tree and that into text once. The part
 * the public key domain (:class:`dpsql.engine.keys.KeyDomain`) the statistics are joined to;
 * ``Statement.dropped`` — ``report_dropped``: the bounds whose cut units are counted.
 
-Every node holds sqlglot expressions or plain values: nothing here is SQL text except the
-binder's FROM chain, which the compilers receive as it is (:class:`Relation`).
+Every node holds sqlglot expressions or plain values: nothing here is SQL text except DuckDB's
+text of the binder's FROM chain, printed once when it was bound, beside its trees (:class:`Relation`).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ class KeyDomain(t.Protocol):
 @dataclass(frozen=True)
 class Relation:
     """The FROM chain of the statistics: the private relation as ``__t`` and the joins and
-    flat maps the binder wrote (:attr:`dpsql.sql.bind.Bound.joins`, DuckDB text)."""
+    flat maps the binder built (:attr:`dpsql.sql.bind.Bound.joins`: trees, shared, never changed)."""
 
     table: exp.Expression
-    joins: tuple[str, ...] = ()
+    joins: tuple[exp.Join, ...] = ()
     #: DuckDB's text of the whole chain (``bound.from_sql``)
     text: str = ""
 

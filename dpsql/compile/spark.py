@@ -68,13 +68,11 @@ class SparkCompiler(Compiler):
         return Compiled(counted) if counted is not None else super().compile(st)
 
     def relation(self, rel: Relation) -> tuple[exp.Expression, list[exp.Join]]:
-        """The private relation as ``__t``; the binder's joins and flat maps from its text."""
+        """The private relation as ``__t``; copies of the binder's joins and flat maps (trees:
+        no text is parsed)."""
         node = rel.table.copy()
         node.set("alias", exp.TableAlias(this=name(build.BASE)))
-        if not rel.joins:
-            return node, []
-        chain = sqlglot.parse_one("SELECT 1 FROM __t " + " ".join(rel.joins), read="duckdb")
-        return node, list(chain.args.get("joins") or [])
+        return node, [j.copy() for j in rel.joins]
 
     def integer(self, x: exp.Expression) -> exp.Expression:
         """``CAST(RINT(x) AS BIGINT)``: ``RINT`` (Java's Math.rint, ties to even) rounds as

@@ -140,7 +140,6 @@ def _row_answer(text: str, policy: Policy, engine: Backend) -> "pa.Table | None"
     statement, nor anything that names a private table.
     """
     from dpsql.engine.pipeline import database_of
-    from dpsql.sql.build import BASE
     from dpsql.sql.guards import check_functions, check_statement
     from dpsql.sql.joins import JoinContext, qualified
     from dpsql.sql.options import parse_options
@@ -167,7 +166,7 @@ def _row_answer(text: str, policy: Policy, engine: Backend) -> "pa.Table | None"
     missing = [j for j, ty in enumerate(types) if ty is None]
     if missing:
         relation = rel.source if rel.source is not None else qualified(rel.table, database)
-        from_sql = " ".join([f"{relation.sql(dialect='duckdb')} AS {BASE}", *rel.joins])
+        from_sql = rel.from_sql(relation)
         found = describe_over([t.cast(exp.Expression, outputs[j][1]) for j in missing], from_sql,
                               engine.describe, policy_types(policy, engine.columns))
         for j, ty in zip(missing, found):

@@ -129,8 +129,11 @@ class Bound:
     unit: exp.Expression | None = None
     #: whether ``relation`` is a per-unit subquery (one row per privacy unit)
     per_unit: bool = False
-    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins)
-    joins: list[str] = field(default_factory=list)
+    #: the FROM clause after ``relation AS __t``: joins and flat maps (dpsql.sql.joins), trees never changed
+    joins: list[exp.Join] = field(default_factory=list)
+    #: the FROM clause of the statistics query, ``relation AS __t`` and the joins: DuckDB's text,
+    #: printed once when bound
+    from_sql: str = ""
     #: the reserved aliases whose rows together identify one row (the row hash)
     hashed: tuple[str, ...] = (BASE,)
     #: whether a join or flat map is in the FROM chain
@@ -146,12 +149,6 @@ class Bound:
         subquery counts as one: its rows are units, not the table's rows; so does a join,
         which can drop or multiply rows)."""
         return bool(self.where) or self.per_unit or self.joined
-
-    @property
-    def from_sql(self) -> str:
-        """The FROM clause of the statistics query: ``relation AS __t`` and the joins."""
-        assert self.relation is not None
-        return " ".join([f"{self.relation.sql(dialect='duckdb')} AS {BASE}", *self.joins])
 
 
 def _label(node: exp.Expression) -> str:
@@ -271,8 +268,8 @@ def _bind_select(
     user_groups, group_by = _group_exprs(select, rel)
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)
-    from_sql = " ".join([f"{relation.sql(dialect='duckdb')} AS {BASE}", *rel.joins])
-    group_types = _group_types(group_by, group_columns, types, from_sql, describe, policy_types(policy, catalog))
+    chain = rel.from_sql(relation)
+    group_types = _group_types(group_by, group_columns, types, chain, describe, policy_types(policy, catalog))
 
     outer, names = build_outer(select, index_of, user_groups, rel)
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
@@ -301,6 +298,7 @@ def _bind_select(
         joined=rel.joined,
         joined_rows=rel.rows if rel.joined and rel.table.privacy_unit == "row" else None,
         join_steps=list(rel.steps),
+        from_sql=chain,
     )
 
 

@@ -61,7 +61,7 @@ def flat_map(rel: Relation, args: list[exp.Expression], alias: exp.TableAlias | 
         value = exp.Anonymous(this="list_slice", expressions=[value, exp.Literal.number(1), exp.Literal.number(limit)])
     unnest = exp.Unnest(expressions=[value], alias=exp.TableAlias(this=exp.to_identifier(name),
                                                                   columns=[exp.to_identifier(element)]))
-    out.joins.append(_sql(exp.Join(this=unnest, kind="CROSS")))
+    out.joins.append(exp.Join(this=unnest, kind="CROSS"))
     out.hashed = (*rel.hashed, name)
     if by_id:
         out.steps.append(f"flat map unnest({_sql(args[0])[:50]}): "

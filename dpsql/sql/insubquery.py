@@ -66,10 +66,11 @@ from dpsql.errors import PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
 from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.allow import check_rowwise
-from dpsql.sql.joins import Catalog, Declared, qualified
+from dpsql.sql.joins import Catalog, Declared, qualified, try_cast
 from dpsql.sql.links import is_link_pair, link_unit
 from dpsql.sql.relation import Columns, Relation
 from dpsql.sql.size import COLUMN, Bound, inlined
+from dpsql.sql.template import conjunction
 from dpsql.sql.total import total
 
 _SHAPE = "SELECT ... FROM public_table [WHERE ...], or FROM a table of the same unit"
@@ -145,8 +146,15 @@ class _Inner:
 
         return total(node.transform(swap, copy=False))
 
-    def source(self, database: str | None) -> str:
-        return f"{_sql(qualified(self.tp, database))} AS {self.name}"
+    def select(self, picked: exp.Expression, database: str | None, joins: list[exp.Join],
+               terms: list[exp.Expression]) -> exp.Select:
+        """``SELECT picked FROM table AS __i... joins WHERE terms``: the subquery over reserved names."""
+        out = exp.select(picked).from_(exp.alias_(qualified(self.tp, database), self.name, table=True), copy=False)
+        if joins:
+            out.set("joins", [j.copy() for j in joins])
+        if terms:
+            out.set("where", exp.Where(this=conjunction(terms)))
+        return out
 
 
 def _same_unit(inner: _Inner, rel: Relation, catalog: Catalog) -> None:
@@ -204,19 +212,22 @@ def _link_correlated(inner: _Inner, rel: Relation, where: exp.Expression | None)
 
 
 def _linked_unit(inner: _Inner, rel: Relation, policy: Policy | None, catalog: Catalog,
-                 database: str | None) -> tuple[str, list[str]]:
-    """The joins up the inner table's links (SQL after its FROM item) and the conditions that
-    keep its rows of the outer row's unit only: ``unit(s) = unit(r)``."""
+                 database: str | None) -> tuple[list[exp.Join], list[exp.Expression]]:
+    """The joins up the inner table's links (after its FROM item) and the conditions that keep
+    its rows of the outer row's unit only: ``unit(s) = unit(r)``."""
     assert rel.unit is not None
     if inner.tp.link is None:
-        unit: exp.Expression = inner.columns[inner.tp.privacy_unit]  # type: ignore[assignment]
-        return "", [f"{_sql(unit)} = {_sql(rel.unit)}"]
+        return [], [_same(inner.columns[inner.tp.privacy_unit], rel.unit)]  # type: ignore[arg-type]
     if policy is None:
         _refuse(f"{inner.what} over linked table {inner.tp.name} is not supported here")
     count = iter(range(1, 1000))
     found = link_unit(inner.tp, inner.name, policy, catalog, database, lambda: f"{inner.name}l{next(count)}")
-    joins = "".join(f" {j.sql(dialect='duckdb')}" for j in found.joins)
-    return joins, [*(_sql(w) for w in found.where), f"{_sql(found.unit)} = {_sql(rel.unit)}"]
+    return list(found.joins), [*found.where, _same(found.unit, rel.unit)]
+
+
+def _same(unit: exp.Expression, outer: exp.Expression) -> exp.EQ:
+    """``unit = outer``: the inner row's unit is the outer row's (``=``: a NULL unit is nobody's)."""
+    return exp.EQ(this=unit.copy(), expression=outer.copy())
 
 
 def _fix(inner: _Inner, rel: Relation) -> str:
@@ -259,12 +270,10 @@ def _exists(node: exp.Exists, rel: Relation, declared: Declared, catalog: Catalo
             _refuse(f"EXISTS over private table {inner.tp.name} must be correlated on the privacy unit"
                     f"{' or a link key' if linked else ''}, so that each row is tested against its own person's "
                     f"rows only: add {_fix(inner, rel)} to its WHERE")
-    joins, terms = _linked_unit(inner, rel, policy, catalog, database) if linked else ("", [])
+    joins, terms = _linked_unit(inner, rel, policy, catalog, database) if linked else ([], [])
     if where is not None:
-        terms.append(_sql(inner.predicate(where, rel)))
-    cond = f" WHERE {' AND '.join(terms)}" if terms else ""
-    return exp.Paren(this=exp.maybe_parse(f"EXISTS (SELECT 1 FROM {inner.source(database)}{joins}{cond})",
-                                          dialect="duckdb"))
+        terms.append(inner.predicate(where, rel))
+    return exp.Paren(this=exp.Exists(this=inner.select(exp.Literal.number(1), database, joins, terms)))
 
 
 def _in(node: exp.In, rel: Relation, declared: Declared, catalog: Catalog,
@@ -290,19 +299,17 @@ def _in(node: exp.In, rel: Relation, declared: Declared, catalog: Catalog,
                     f"unit column and test the unit ({rel.table.privacy_unit} IN (SELECT {inner.tp.privacy_unit} "
                     f"...)), or add {inner.alias}.{inner.tp.privacy_unit} = {rel.table.name}."
                     f"{rel.table.privacy_unit} to its WHERE")
-    terms = [_sql(inner.predicate(where, rel))] if where is not None else []
-    joins = ""
+    terms = [inner.predicate(where, rel)] if where is not None else []
+    joins: list[exp.Join] = []
     if linked:  # the unit equality through the links, whatever the correlation
         joins, unit_terms = _linked_unit(inner, rel, policy, catalog, database)
         terms = unit_terms + terms
     elif not inner.tp.public and on_units:  # the set holds the unit's own value only: made explicit
-        terms.insert(0, f"{_sql(inner.columns[inner.tp.privacy_unit])} = {_sql(rel.unit)}")  # type: ignore[arg-type]
-    cond = f" WHERE {' AND '.join(terms)}" if terms else ""
+        terms.insert(0, _same(inner.columns[inner.tp.privacy_unit], rel.unit))  # type: ignore[arg-type]
     col = inner.resolve(picked, rel)
     ctype = inner.types.get(picked.name.lower(), "VARCHAR")
-    text = (f"TRY_CAST({_sql(total(value))} AS {ctype}) IN (SELECT {_sql(col)} FROM "
-            f"{inner.source(database)}{joins}{cond})")
-    return exp.Paren(this=exp.maybe_parse(text, dialect="duckdb"))
+    query = inner.select(col, database, joins, terms)
+    return exp.Paren(this=exp.In(this=try_cast(total(value), ctype), query=exp.Subquery(this=query)))
 
 
 def public_in(declared: Declared, catalog: Catalog, database: str | None, policy: Policy | None = None

@@ -13,20 +13,24 @@ from __future__ import annotations
 
 __all__ = ["Catalog", "Declared", "JoinContext", "ReadPublic", "check_used", "qualified", "resolve_from"]
 
+import functools
 import typing as t
 from dataclasses import replace
 
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 from dpsql.errors import BindError, OptionError, PrivacyError
 from dpsql.privacy.joins import Truncation, private_join_rows, right_stability
 from dpsql.privacy.policy import TablePolicy
 from dpsql.privacy.units import unit_key_problem
 from dpsql.sql.build import BASE
+from dpsql.sql.casts import as_is
 from dpsql.sql.commajoin import comma_joins
 from dpsql.sql.flatmap import flat_map
 from dpsql.sql.links import is_link_pair
 from dpsql.sql.relation import Columns, JoinContext, ReadPublic, Relation
+from dpsql.sql.template import conjunction, fill, number
 from dpsql.sql.total import total
 
 if t.TYPE_CHECKING:
@@ -193,12 +197,39 @@ def _reads_only(node: exp.Expression, alias: str, columns: Columns, rel: Relatio
     return True
 
 
-def _on(pairs: list[tuple[exp.Expression, str]], alias: str, types: dict[str, str]) -> str:
-    """``TRY_CAST(expr AS type) = alias."col" AND ...``: the private side is cast to the joined
-    column's type, so that no value can make the comparison fail."""
-    return " AND ".join(
-        f"TRY_CAST({_sql(total(expr))} AS {types.get(col, 'VARCHAR')}) = {alias}.{exp.to_identifier(col, quoted=True).sql()}"
-        for expr, col in pairs)
+def _on(pairs: list[tuple[exp.Expression, str]], alias: str, types: dict[str, str]) -> list[exp.Expression]:
+    """``TRY_CAST(expr AS type) = alias."col"`` for each pair: the private side is cast to the
+    joined column's type, so that no value can make the comparison fail."""
+    return [exp.EQ(this=try_cast(total(expr), types.get(col, "VARCHAR")), expression=_quoted([col], alias)[0])
+            for expr, col in pairs]
+
+
+@functools.cache
+def _type(name: str) -> exp.DataType:
+    """A type the catalog names, as a tree (parsed once; the catalog's own text if sqlglot
+    cannot read it: DuckDB then reads it as it always did)."""
+    try:
+        return exp.DataType.build(name, dialect="duckdb")
+    except ParseError:
+        return as_is(name)
+
+
+def try_cast(expr: exp.Expression, name: str) -> exp.TryCast:
+    """``TRY_CAST(expr AS name)``, ``name`` a type as the catalog writes it."""
+    return exp.TryCast(this=expr, to=_type(name).copy(), safe=True)
+
+
+def _joined(this: exp.Expression, alias: str, on: list[exp.Expression], side: str = "", kind: str = "") -> exp.Join:
+    """``[LEFT|SEMI|ANTI] JOIN this AS alias ON on``."""
+    this.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    return exp.Join(this=this, on=conjunction(on), **({"side": "LEFT"} if side == "LEFT" else {}),
+                    **({"kind": kind} if kind else {}))
+
+
+def _quoted(names: t.Iterable[str], table: str | None = None) -> list[exp.Expression]:
+    """Columns by their names, quoted (a name a user wrote is never read as SQL), of the
+    reserved alias ``table``."""
+    return [exp.Column(this=exp.to_identifier(c, quoted=True), table=exp.to_identifier(table)) for c in names]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,13 +244,13 @@ def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, jo
     for col in types:
         columns[col] = exp.column(col, table=name, quoted=True)
     pairs = _conditions(rel, join, alias, columns, f"public table {tp.name}")
-    table = _sql(qualified(tp, jc.database))
+    table = qualified(tp, jc.database)
     on = _on(pairs, name, types)
-    keys = ", ".join(exp.to_identifier(c, quoted=True).sql() for _, c in pairs)
-    key_text = ", ".join(c for _, c in pairs)
+    keys = [c for _, c in pairs]
+    key_text = ", ".join(keys)
     out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
     if kind in ("SEMI", "ANTI"):
-        out.joins.append(f"{kind} JOIN {table} AS {name} ON {on}")
+        out.joins.append(_joined(table, name, on, kind=kind))
         out.steps.append(f"{kind.lower()} join with public table {tp.name} on {key_text}: a filter, × 1")
         return out
     opts = jc.options
@@ -227,10 +258,11 @@ def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, jo
         m, source = opts.max_join_rows, "option max_join_rows"
         out.used.add("max_join_rows")
     else:
-        m, source = _multiplicity(table, keys, jc), f"the most rows of one key in {tp.name}, read at plan time"
-    kept = (f"(SELECT * FROM {table} AS {name} QUALIFY ROW_NUMBER() OVER (PARTITION BY {keys} "
-            f"ORDER BY HASH({name})) BETWEEN 1 AND {m})")
-    out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {kept} AS {name} ON {on}")
+        m, source = _multiplicity(tp, keys, jc), f"the most rows of one key in {tp.name}, read at plan time"
+    kept = exp.alias_(table, name, table=True)
+    kept = exp.Select(expressions=[exp.Star()], from_=exp.From(this=kept),
+                      qualify=exp.Qualify(this=first_rows(_quoted(keys), name, m)))
+    out.joins.append(_joined(exp.Subquery(this=kept), name, on, side))
     out.hashed = (*rel.hashed, name)
     rows = max(m, 1)
     by_id = rel.table.privacy_unit != "row"
@@ -246,11 +278,23 @@ def _public_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, jo
     return out
 
 
-def _multiplicity(table: str, keys: str, jc: JoinContext) -> int:
+#: the most rows of one key of a public table (at least 1)
+_MOST = "SELECT COALESCE(MAX(n), 1) FROM (SELECT COUNT(*) AS n FROM _Z_table GROUP BY _Z_keys)"
+
+
+def _multiplicity(tp: TablePolicy, keys: list[str], jc: JoinContext) -> int:
     if jc.read_public is None:
         raise OptionError("the public table cannot be read to bound this join; give max_join_rows = n")
-    rows = jc.read_public(f"SELECT COALESCE(MAX(n), 1) FROM (SELECT COUNT(*) AS n FROM {table} GROUP BY {keys})")
+    rows = jc.read_public(_most_sql(tp.table_name, tp.schema, jc.database, tuple(keys)))
     return max(int(rows[0][0]), 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _most_sql(name: str, schema: str | None, database: str | None, keys: tuple[str, ...]) -> str:
+    """The text of :data:`_MOST` for a public table and its join keys (a function of the names
+    only: kept, so that planning the same join again prints nothing)."""
+    table = exp.table_(name, db=schema, catalog=database, quoted=True)
+    return fill(_MOST, table=table, keys=_quoted(keys)).sql(dialect="duckdb", copy=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,38 +331,32 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
         _shared_unit(left, tp, catalog)
     pairs = _conditions(rel, join, alias, right_columns, f"private table {tp.name}")
     types = catalog(tp.name) or {}
-    table = _sql(qualified(tp, jc.database))
     on = _on(pairs, name, types)
-    keys = ", ".join(f"{BASE}.{exp.to_identifier(c, quoted=True).sql()}" for _, c in pairs)
     key_text = ", ".join(c for _, c in pairs)
     out = replace(rel, joins=list(rel.joins), steps=list(rel.steps), used=set(rel.used))
     if by_id:
         linked = _follows_link(rel, tp, pairs) if left.link is not None or tp.link is not None else None
         if linked:
-            on = f"{on} AND {_sql(total(rel.unit))} = {name}.{LINKED_UNIT}"  # type: ignore[arg-type]
+            assert rel.unit is not None
+            on.append(exp.EQ(this=total(rel.unit), expression=exp.column(LINKED_UNIT, table=name)))
         else:
             _equates_units(rel, left, tp, pairs)
-        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN {_private_side(right, qualified(tp, jc.database), bool(linked))} "
-                         f"AS {name} ON {on}")
+        out.joins.append(_joined(_private_side(right, qualified(tp, jc.database), bool(linked)), name, on, side))
         how = (f"along the link {linked}: the ON adds the equality of the units, so each joined row is one "
                "person's" if linked else f"on the privacy unit {left.unit_name or left.privacy_unit}")
         out.steps.append(f"{'left ' if side == 'LEFT' else ''}join with private table {tp.name} {how}: the joined rows "
                          "keep the unit; truncation per unit after the join bounds them")
     else:
-        where = " WHERE " + " AND ".join(_sql(total(w)) for w in right.where) if right.where else ""
         if rel.joins or rel.source is not None:
             _refuse(f"a join of two private tables must come first in the FROM clause ({left.name} and {tp.name})")
         lt, rt = _strategy(jc, "left", left, out), _strategy(jc, "right", tp, out)
         # Partition by the values the join compares: two values that cast to one key are one key.
-        left_keys = ", ".join(f"TRY_CAST({_sql(total(e))} AS {types.get(c, 'VARCHAR')})" for e, c in pairs)
-        lsrc = f"SELECT * FROM {_sql(qualified(left, jc.database))} AS {BASE}"
-        if rel.where:
-            lsrc += " WHERE " + " AND ".join(_sql(total(w)) for w in rel.where)
-        out.source = exp.Subquery(this=exp.maybe_parse(
-            f"{lsrc} QUALIFY {_keep(lt, left_keys)}", dialect="duckdb"))
+        left_keys = [try_cast(total(e), types.get(c, "VARCHAR")) for e, c in pairs]
+        out.source = exp.Subquery(this=_truncated(qualified(left, jc.database), rel.where, _keep(lt, left_keys)))
         out.where = []
-        rsrc = f"SELECT * FROM {table} AS {BASE}{where} QUALIFY {_keep(rt, keys)}"
-        out.joins.append(f"{'LEFT ' if side == 'LEFT' else ''}JOIN ({rsrc}) AS {name} ON {on}")
+        right_keys = _quoted((c for _, c in pairs), BASE)
+        rsrc = _truncated(qualified(tp, jc.database), right.where, _keep(rt, right_keys))
+        out.joins.append(_joined(exp.Subquery(this=rsrc), name, on, side))
         out.rows = private_join_rows(lt, rt, rel.rows, right.rows, left_join=side == "LEFT")
         rs = right_stability(rt, left_join=side == "LEFT")
         out.steps.append(
@@ -335,30 +373,57 @@ def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, j
     return out
 
 
-def _keep(strategy: Truncation, keys: str) -> str:
+def _truncated(table: exp.Table, where: list[exp.Expression], keep: exp.Expression) -> exp.Select:
+    """``SELECT * FROM table AS __t WHERE ... QUALIFY keep``: a private side of a join of row
+    units, its rows cut by the truncation strategy."""
+    out = exp.select(exp.Star()).from_(exp.alias_(table, BASE, table=True), copy=False)
+    if where:
+        out.set("where", exp.Where(this=conjunction([total(w) for w in where])))
+    out.set("qualify", exp.Qualify(this=keep))
+    return out
+
+
+def _keep(strategy: Truncation, keys: list[exp.Expression]) -> exp.Expression:
+    """Which rows a truncation strategy keeps (:mod:`dpsql.privacy.joins`), over the join keys.
+
+    >>> _keep(Truncation("drop_non_unique", 1), _quoted(["k"], BASE)).sql("duckdb")
+    'COUNT(*) OVER (PARTITION BY __t."k") = 1'
+    """
     if strategy.name == "drop_excess":
-        return (f"ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY HASH({BASE})) "
-                f"BETWEEN 1 AND {strategy.threshold}")
-    return f"COUNT(*) OVER (PARTITION BY {keys}) = 1"
+        return first_rows(keys, BASE, strategy.threshold)
+    count = exp.Window(this=exp.Count(this=exp.Star(), big_int=True), partition_by=keys, over="OVER")
+    return exp.EQ(this=count, expression=number(1))
+
+
+def first_rows(keys: list[exp.Expression], alias: str, m: int) -> exp.Between:
+    """The first ``m`` rows of each key in the order of their hashes (a function of the rows
+    alone), built as DuckDB's parser reads it (no text: planning builds it per join).
+
+    >>> first_rows(_quoted(["k"]), "__j1", 2).sql("duckdb")
+    'ROW_NUMBER() OVER (PARTITION BY "k" ORDER BY HASH(__j1)) BETWEEN 1 AND 2'
+    """
+    order = exp.Ordered(this=exp.Anonymous(this="HASH", expressions=[exp.column(alias)]), nulls_first=False)
+    window = exp.Window(this=exp.RowNumber(), partition_by=keys, order=exp.Order(expressions=[order]), over="OVER")
+    return exp.Between(this=window, low=number(1), high=number(m))
 
 
 #: the unit of a linked table's rows, as a column of its side of a private join
 LINKED_UNIT = "__lu"
 
 
-def _private_side(right: Relation, table: exp.Table, linked: bool) -> str:
-    """The joined private table's rows after its WHEREs, as SQL; with links, with its unit
-    ``__lu`` (its link joins inside: they reach the unit and never multiply a row)."""
+def _private_side(right: Relation, table: exp.Table, linked: bool) -> exp.Subquery:
+    """The joined private table's rows after its WHEREs; with links, with its unit ``__lu``
+    (its link joins inside: they reach the unit and never multiply a row)."""
     side = exp.select(exp.Star()).from_(exp.alias_(table, BASE, table=True))
     if linked:
         assert right.unit is not None
         side = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(BASE)),
                           exp.alias_(total(right.unit), LINKED_UNIT)).from_(exp.alias_(table, BASE, table=True))
         for join in right.joins:
-            side = side.join(join, dialect="duckdb")
+            side = side.join(join)
     for w in right.where:
         side = side.where(total(w))
-    return _sql(exp.Subquery(this=side))
+    return exp.Subquery(this=side)
 
 
 def _root(tp: TablePolicy) -> str:

@@ -67,8 +67,9 @@ class Relation:
     unit: exp.Expression | None = None
     #: whether each row is one privacy unit (a GROUP BY of the unit below)
     per_unit: bool = False
-    #: the FROM clause after ``<source> AS __t``: joins and flat maps, as SQL over reserved names
-    joins: list[str] = field(default_factory=list)
+    #: the FROM clause after ``<source> AS __t``: joins and flat maps over reserved names (trees
+    #: shared between relations: never changed, copied where they are placed)
+    joins: list[exp.Join] = field(default_factory=list)
     #: the aliases whose rows together identify one row of the relation (the row hash)
     hashed: tuple[str, ...] = (BASE,)
     #: row units: the rows of this relation one protected change alters (m, times the factors
@@ -91,6 +92,10 @@ class Relation:
     def carried(self, columns: Columns, alias: str | None, where: list[exp.Expression]) -> "Relation":
         """A relation over the same rows (same table, source, unit and joins) with other columns."""
         return replace(self, columns=columns, alias=alias, where=where, scopes=None)
+
+    def from_sql(self, relation: exp.Expression) -> str:
+        """DuckDB's text of the FROM chain: ``relation AS __t`` and the joins (:func:`from_sql`)."""
+        return from_sql(relation, self.joins)
 
     def add_scope(self, alias: str, columns: Columns) -> None:
         """Add a FROM item's columns under ``alias`` (a join level); a name both sides have is
@@ -174,6 +179,18 @@ class Relation:
         out = node.transform(swap, copy=False)
         out.meta[KEY] = bound
         return out
+
+
+def from_sql(relation: exp.Expression, joins: t.Sequence[exp.Join]) -> str:
+    """DuckDB's text of a FROM chain, ``relation AS __t`` and its joins: the one place the
+    chain is printed (without sqlglot's defensive copy: DuckDB's generator changes no node of
+    a FROM chain, and the copy would cost more than the print).
+
+    >>> from_sql(exp.to_table("t"), [exp.Join(this=exp.to_table("u"), kind="SEMI", on=exp.column("x"))])
+    't AS __t SEMI JOIN u ON x'
+    """
+    return " ".join([f"{relation.sql(dialect='duckdb', copy=False)} AS {BASE}",
+                     *(j.sql(dialect="duckdb", copy=False).strip() for j in joins)])
 
 
 def base_column(expr: exp.Expression | None) -> str | None:

@@ -204,7 +204,7 @@ def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | Non
     counter = jc if jc is not None else JoinContext(None)  # type: ignore[arg-type]
     found = link_unit(rel.table, BASE, policy, catalog, database, lambda: counter.alias("l"))
     rel.unit = found.unit
-    rel.joins = [j.sql(dialect="duckdb") for j in found.joins]
+    rel.joins = list(found.joins)
     rel.where = list(found.where)
     # The row hash stays HASH(__t): the link joins add only (key, unit), a function of the row
     # and the policy's link, which the truncation partitions by already.

@@ -5,6 +5,8 @@ is parsed on first use (:func:`parsed`, cached); :func:`fill` copies it and fill
 by its value:
 
 * a ``str``: the name itself becomes that name (a CTE, a table or a column: ``_Z_h AS (...)``);
+* a table (``exp.Table``) where the slot is a table: its name, schema and catalog (the slot's
+  alias stays);
 * an expression: the column ``_Z_x`` becomes (a copy of) it;
 * a sequence (names or expressions): the column ``_Z_keys`` in a list (a select list, GROUP
   BY, PARTITION BY) becomes those items, names qualified as the slot is (``m._Z_keys``); with
@@ -22,6 +24,8 @@ for the same subquery, so it is never changed: a compiler that rewrites it copie
 'SELECT __k0, COUNT(*) AS __c FROM __src GROUP BY __k0'
 >>> fill("SELECT _Z_keys, COUNT(*) AS __c FROM _Z_src GROUP BY _Z_keys", keys=[], src="__src").sql()
 'SELECT COUNT(*) AS __c FROM __src'
+>>> fill("SELECT * FROM _Z_t AS x", t=exp.table_("a b", db="s", quoted=True)).sql()
+'SELECT * FROM "s"."a b" AS x'
 """
 
 from __future__ import annotations
@@ -79,6 +83,11 @@ def fill(text: str, **slots: Slot) -> exp.Expression:
             ident.set("this", value)
             continue
         column = ident.parent
+        if isinstance(column, exp.Table) and isinstance(value, exp.Table):
+            for key in ("this", "db", "catalog"):
+                part = value.args.get(key)
+                column.set(key, part.copy() if part is not None else None)
+            continue
         assert isinstance(column, exp.Column), f"slot {slot} is not a column"
         if isinstance(value, exp.Expression):
             column.replace(_once(value, used))
