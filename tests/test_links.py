@@ -116,7 +116,9 @@ def test_joins_along_links_keep_the_unit_without_a_spelled_out_unit_equality() -
     q = "SELECT DP_COUNT(*) FROM orders JOIN customer ON orders.o_custkey = customer.c_custkey WITH (epsilon = 1)"
     assert _one(q, orders=100) == [10]  # customer 9 has no customer row
     q = "SELECT DP_COUNT(*) FROM customer JOIN orders ON c_custkey = o_custkey WITH (epsilon = 1)"
-    assert _one(q, orders=100) == [4]  # the first table's bound: one row per customer
+    assert _one(q, orders=100) == [10]  # orders' bound, the largest of the two: every order of a customer
+    q = "SELECT DP_COUNT(*) FROM customer JOIN orders ON c_custkey = o_custkey WITH (epsilon = 1, max_rows_per_unit = 1)"
+    assert _one(q, orders=100) == [4]  # a bound the query gives wins: one row per customer
     q = "SELECT DP_COUNT(*) FROM customer JOIN orders ON c_custkey = o_custkey WITH (epsilon = 1, max_rows_per_unit = 9)"
     assert _one(q) == [10]
     q = ("SELECT n_name, DP_COUNT(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey JOIN customer "
@@ -138,6 +140,26 @@ def test_joins_that_follow_no_link_are_refused_in_one_line(from_: str, match: st
         con.sql(f"SELECT DP_COUNT(*) FROM {from_} WITH (epsilon = 1)")
     assert "\n" not in str(info.value) and con.ledger.spent().epsilon == 0
     con.close()
+
+
+def test_a_join_of_linked_tables_takes_the_largest_bound_among_them() -> None:
+    """orders JOIN lineitem holds a customer's line items: lineitem's bound applies, whichever
+    table the FROM names first, and a bound the query gives still wins."""
+    con = connect(orders=4, lineitem=10)
+    try:
+        for query in ("SELECT DP_COUNT(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey WITH (epsilon = 1)",
+                      "SELECT DP_COUNT(*) FROM lineitem JOIN orders ON o_orderkey = l_orderkey WITH (epsilon = 1)"):
+            text = con.explain(query)
+            assert "max_rows_per_unit = 10 (policy)" in text and "Δ=10" in text, text
+        assert "bounds of lineitem, the largest" in con.explain(
+            "SELECT DP_COUNT(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey WITH (epsilon = 1)")
+        given = con.explain("SELECT DP_COUNT(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey "
+                            "WITH (epsilon = 1, max_rows_per_unit = 3)")
+        assert "Δ=3" in given
+        customer = con.explain("SELECT DP_COUNT(*) FROM customer JOIN orders ON c_custkey = o_custkey WITH (epsilon = 1)")
+        assert "Δ=4" in customer  # orders' 4 over customer's 1
+    finally:
+        con.close()
 
 
 def test_explain_says_how_the_unit_is_reached_and_which_bound_applies() -> None:
@@ -198,6 +220,8 @@ BRUTE = {
     "distinct customers": "SELECT DP_COUNT(DISTINCT o_custkey) FROM orders WITH (epsilon = 1)",
     "lineitem join orders": "SELECT o_orderstatus, DP_COUNT(*), DP_SUM(o_totalprice) FROM lineitem JOIN orders "
                             "ON l_orderkey = o_orderkey GROUP BY o_orderstatus WITH (epsilon = 1, keys = ['F', 'O'])",
+    "orders join lineitem": "SELECT o_orderstatus, DP_COUNT(*), DP_SUM(l_quantity) FROM orders JOIN lineitem "
+                            "ON o_orderkey = l_orderkey GROUP BY o_orderstatus WITH (epsilon = 1, keys = ['F', 'O'])",
     "orders join customer": "SELECT DP_SUM(c_acctbal) FROM orders JOIN customer ON o_custkey = c_custkey "
                             "WITH (epsilon = 1)",
     "per-customer subquery": "SELECT DP_MEAN(n, 0, 4) FROM (SELECT o_custkey, count(*) AS n FROM orders "

@@ -163,10 +163,14 @@ def unit_bounds(bound: Bound, policy: Policy) -> UnitBounds:
                               "subquery that holds one row per unit")
         return units.UnitBounds(unit=bound.table.privacy_unit, max_rows=1, group_size=policy.group_size,
                                 sources={"max_rows_per_unit": "one row per unit (a per-unit subquery)"})
-    out = units.resolve(bound.table, given, grouped=bool(bound.group_by), group_size=policy.group_size)
+    out = units.resolve(bound.bounds_table or bound.table, given, grouped=bool(bound.group_by),
+                        group_size=policy.group_size)
     if not bound.joined:
         return out
     steps = list(bound.join_steps)
+    if bound.bounds_table is not None:
+        steps.append(f"the joined rows take the per-unit bounds of {bound.bounds_table.name}, the largest among "
+                     "the joined tables of the unit (a join along a link keeps one row per row of the linking table)")
     rows = bound.joined_rows
     if rows is not None and _as_add_remove(bound, policy):
         # A replaced row is one removal and one addition: under add/remove, twice the rows.

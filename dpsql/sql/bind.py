@@ -142,6 +142,8 @@ class Bound:
     joined_rows: int | None = None
     #: EXPLAIN lines on the joins and flat maps
     join_steps: list[str] = field(default_factory=list)
+    #: id units: the joined table of the unit whose bounds apply to the joined rows (None: ``table``'s)
+    bounds_table: TablePolicy | None = None
 
     @property
     def filtered(self) -> bool:
@@ -149,6 +151,20 @@ class Bound:
         subquery counts as one: its rows are units, not the table's rows; so does a join,
         which can drop or multiply rows)."""
         return bool(self.where) or self.per_unit or self.joined
+
+
+def bounds_table(rel: Relation) -> TablePolicy | None:
+    """The table whose per-unit bounds apply to rows joined from several tables of one id unit:
+    the one with the largest ``max_rows_per_unit`` (``None`` when that is the FROM table). A join
+    along a link gives each row of the linking table one row (``orders JOIN lineitem`` holds a
+    customer's line items, not orders), so the largest bound is the one its rows are counted in;
+    whichever is chosen, the truncation after the join enforces it.
+    """
+    if rel.table.privacy_unit == "row" or rel.per_unit:
+        return None
+    same = [tp for tp in rel.joined_tables.values() if not tp.public and tp.privacy_unit == rel.table.privacy_unit]
+    best = max([rel.table, *same], key=lambda tp: tp.max_rows_per_unit or 0)
+    return None if best is rel.table else best
 
 
 def _label(node: exp.Expression) -> str:
@@ -298,6 +314,7 @@ def _bind_select(
         joined=rel.joined,
         joined_rows=rel.rows if rel.joined and rel.table.privacy_unit == "row" else None,
         join_steps=list(rel.steps),
+        bounds_table=bounds_table(rel),
         from_sql=chain,
     )
 
