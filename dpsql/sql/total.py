@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpsql.sql.nonraising import guarded
+
 _LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Identifier,
            exp.Var, exp.Placeholder, exp.Parameter, exp.Try)
 #: Clauses inside an aggregate or window call: not values, so only their contents are wrapped.
@@ -54,8 +56,10 @@ def _wrap(node: exp.Expression) -> exp.Expression:
 
 
 def total(node: exp.Expression) -> exp.Expression:
-    """A copy of ``node`` that no value can make fail (TRY_CAST for CAST, TRY(...) around the rest)."""
-    copy = node.copy().transform(
+    """A copy of ``node`` that no value can make fail: every call that could raise in its form that
+    cannot (:mod:`dpsql.sql.nonraising`), TRY_CAST for CAST, and TRY(...) around the rest as the
+    last safety net."""
+    copy = guarded(node).transform(
         lambda n: exp.TryCast(this=n.this, to=n.args["to"]) if type(n) is exp.Cast else n, copy=False
     )
     return _wrap(copy)
