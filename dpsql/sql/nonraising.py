@@ -77,17 +77,22 @@ _INTERVAL_LIMITS = {
     "years": "178956970.0",
 }
 
-_FITS = ("CASE typeof(__r)"
-         " WHEN 'TINYINT' THEN __a BETWEEN -128 AND 127 WHEN 'SMALLINT' THEN __a BETWEEN -32768 AND 32767"
-         " WHEN 'INTEGER' THEN __a BETWEEN -2147483648 AND 2147483647"
-         " WHEN 'BIGINT' THEN CASE WHEN abs(__a) < 1e20 THEN __h BETWEEN -9223372036854775808 AND 9223372036854775807 END"
-         " WHEN 'HUGEINT' THEN abs(__a) < 1.7014118346044e38"
-         " WHEN 'UTINYINT' THEN __a BETWEEN 0 AND 255 WHEN 'USMALLINT' THEN __a BETWEEN 0 AND 65535"
-         " WHEN 'UINTEGER' THEN __a BETWEEN 0 AND 4294967295"
-         " WHEN 'UBIGINT' THEN CASE WHEN abs(__a) < 1e20 THEN __h BETWEEN 0 AND 18446744073709551615 END"
-         " WHEN 'UHUGEINT' THEN __a >= 0 AND __a < 3.4028236692090e38"
-         " ELSE NOT starts_with(typeof(__r), 'DECIMAL(38,') OR abs(__a) < 0.999999999999 * 10.0 ** (38 -"
-         " TRY_CAST(regexp_extract(typeof(__r), ',(\\d+)\\)', 1) AS INTEGER)) END")
+#: The bounds of the result's type (``typeof`` is folded to a constant when DuckDB plans, and so
+#: is every CASE over it): in DOUBLE for the check of a DOUBLE value, exact for a 64-bit one.
+_LO = ("CASE typeof(__r) WHEN 'TINYINT' THEN -128 WHEN 'SMALLINT' THEN -32768 WHEN 'INTEGER' THEN -2147483648"
+       " WHEN 'HUGEINT' THEN -1.7014118346044e38 WHEN 'UHUGEINT' THEN 0 WHEN 'UTINYINT' THEN 0"
+       " WHEN 'USMALLINT' THEN 0 WHEN 'UINTEGER' THEN 0"
+       " ELSE -0.999999999999 * 10.0 ** (38 - TRY_CAST(regexp_extract(typeof(__r), ',(\\d+)\\)', 1) AS INTEGER)) END")
+_HI = ("CASE typeof(__r) WHEN 'TINYINT' THEN 127 WHEN 'SMALLINT' THEN 32767 WHEN 'INTEGER' THEN 2147483647"
+       " WHEN 'HUGEINT' THEN 1.7014118346044e38 WHEN 'UHUGEINT' THEN 3.4028236692090e38 WHEN 'UTINYINT' THEN 255"
+       " WHEN 'USMALLINT' THEN 65535 WHEN 'UINTEGER' THEN 4294967295"
+       " ELSE 0.999999999999 * 10.0 ** (38 - TRY_CAST(regexp_extract(typeof(__r), ',(\\d+)\\)', 1) AS INTEGER)) END")
+_CHECKED = ("typeof(__r) IN ('TINYINT', 'SMALLINT', 'INTEGER', 'HUGEINT', 'UTINYINT', 'USMALLINT', 'UINTEGER',"
+            " 'UHUGEINT') OR starts_with(typeof(__r), 'DECIMAL(38,')")
+_FITS = ("CASE WHEN typeof(__r) IN ('BIGINT', 'UBIGINT') THEN CASE WHEN abs(__a) < 1e20 THEN __h BETWEEN"
+         " CASE typeof(__r) WHEN 'BIGINT' THEN -9223372036854775808 ELSE 0 END AND"
+         " CASE typeof(__r) WHEN 'BIGINT' THEN 9223372036854775807 ELSE 18446744073709551615 END END"
+         f" WHEN {_CHECKED} THEN __a BETWEEN {_LO} AND {_HI} ELSE true END")
 _WIDTH = ("CASE typeof(__r) WHEN 'TINYINT' THEN 7 WHEN 'SMALLINT' THEN 15 WHEN 'INTEGER' THEN 31"
           " WHEN 'BIGINT' THEN 63 WHEN 'HUGEINT' THEN 127 WHEN 'UTINYINT' THEN 7 WHEN 'USMALLINT' THEN 15"
           " WHEN 'UINTEGER' THEN 31 WHEN 'UBIGINT' THEN 63 WHEN 'UHUGEINT' THEN 127 ELSE 1e9 END")
@@ -201,14 +206,30 @@ def _typed(out: exp.Expression, raw: exp.Expression) -> exp.Expression:
     return out
 
 
+def _nonzero(node: exp.Expression) -> bool:
+    """Whether ``node`` is a number literal other than 0 (a divisor that needs no guard).
+
+    >>> _nonzero(exp.Literal.number(100)), _nonzero(exp.Literal.number("0.0")), _nonzero(exp.column("b"))
+    (True, False, False)
+    """
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        return False
+    try:
+        return float(node.this) != 0
+    except ValueError:
+        return False
+
+
 def arithmetic(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
     """``new`` (``raw`` with guarded children) where its value fits its type, else NULL.
 
     >>> arithmetic(sqlglot.parse_one("a + 1"), sqlglot.parse_one("a + 1")).sql("duckdb")[:40]
-    "CASE WHEN CASE TYPEOF(a + 1) WHEN 'TINYI"
+    "CASE WHEN CASE WHEN TYPEOF(a + 1) IN ('BI"
     """
+    if raw.find(exp.Column) is None:  # a constant: DuckDB folds it when it plans, before any row
+        return new
     if isinstance(raw, exp.Mod):  # |a % b| < |b|: only a zero divisor raises
-        return _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
+        return new if _nonzero(raw.expression) else _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
     out = _typed(_fill("fits", a=exp.Paren(this=_shadow(raw)), h=_wide(raw), r=new), raw)
     if isinstance(raw, exp.IntDiv):
         return _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=out)
