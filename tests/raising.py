@@ -48,7 +48,8 @@ for _name, (_lo, _hi) in _INTS.items():
 CALLS: dict[str, list[str]] = {
     **{k: [f"{{I}} {op} {{I}}", f"{{F}} {op} {{F}}", f"{{N}} {op} {{N}}"] for k, op in
        [("Add", "+"), ("Sub", "-"), ("Mul", "*"), ("IntDiv", "//"), ("Mod", "%")]},
-    "Add2": ["{D} + {V}", "{T} + {V}", "{V} + {V}", "{D} + {I}"], "Div": ["{I} / {I}", "{F} / {F}"],
+    "Add2": ["{D} + {V}", "{T} + {V}", "{V} + {V}"], "DateArith": ["{D} + {I}", "{D} - {I}"],
+    "DateMinusDate": ["{D} - {D}", "({D} - {D}) * {I}"], "Div": ["{I} / {I}", "{F} / {F}"],
     "Neg": ["-{I}", "-{F}", "-{V}"], "Pow": ["{F} ** {F}"], "Abs": ["abs({I})", "abs({F})"],
     "BitwiseLeftShift": ["{I} << {I}"], "BitwiseRightShift": ["{I} >> {I}"],
     "Chr": ["chr(TRY_CAST({I} AS INTEGER))"], "Factorial": ["factorial(TRY_CAST({I} AS INTEGER))"],
@@ -111,15 +112,17 @@ def admitted(spelling: str, letters: list[str]) -> bool:
     return True
 
 
-def raises(con: duckdb.DuckDBPyConnection, sql: str, letters: list[str]) -> str | None:
-    """The first failing row of ``sql`` (an expression over c0, c1, ...) over the corpus, or None."""
+def raises(con: duckdb.DuckDBPyConnection, sql: str, letters: list[str], example: bool = True) -> str | None:
+    """The first failing row of ``sql`` (an expression over c0, c1, ...) over the corpus, or None
+    (with ``example`` false, "some row" instead of searching for it)."""
     try:
         con.sql(f"SELECT count({sql}) FROM {table(letters)}").fetchall()
         return None
     except duckdb.BinderException:
         return None  # a spelling DuckDB does not bind for this type: nothing runs
-    except (duckdb.Error, OverflowError):
-        pass
+    except (duckdb.Error, OverflowError) as e:
+        if not example:
+            return f"some row: {str(e).splitlines()[0][:80]}"
     for row in itertools.product(*[CORPUS[x][1] for x in letters]):
         try:
             con.sql(f"SELECT {sql} FROM (SELECT {', '.join(f'TRY_CAST({v} AS {CORPUS[x][0]}) AS c{i}' for i, (v, x) in enumerate(zip(row, letters)))})").fetchall()

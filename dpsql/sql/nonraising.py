@@ -15,7 +15,8 @@ into a form that returns NULL where DuckDB would raise and DuckDB's own value el
 * integer arithmetic (``+ - * // %``, unary ``-``, ``abs``) guarded by a range check of the
   result in DOUBLE against the range of DuckDB's own result type (``typeof(...)``, which DuckDB
   folds to a constant when it plans the statement). The check's DOUBLE values are computed
-  from the chain's leaves, so a chain of n operations grows by O(n²) nodes, not 2ⁿ.
+  from the chain's leaves, so a chain of n operations grows by O(n²) nodes, not 2ⁿ; a result
+  within 10^-12 of a 64-bit, 128-bit or DECIMAL(38, s) type's limit is NULL (DOUBLE rounding).
 
 ``TRY`` stays around the result as the last safety net. Every rule is a small function of a
 sqlglot tree, built from a template whose ``__a``/``__b``/``__r`` columns are replaced.
@@ -35,6 +36,7 @@ RAISES: dict[str, tuple[str, str]] = {
     "Add": ("an integer or DECIMAL(38, s) result past its type's range", "range guard"),
     "Sub": ("an integer or DECIMAL(38, s) result past its type's range", "range guard"),
     "Mul": ("an integer or DECIMAL(38, s) result past its type's range", "range guard"),
+    "DateArith": ("a day past DATE's range (d + n, d - n)", "range guard on the day number"),
     "Neg": ("the minimum of a signed integer type, any unsigned value but 0", "range guard"),
     "Abs": ("the minimum of a signed integer type", "range guard"),
     "IntDiv": ("a zero divisor (also in DOUBLE); the minimum // -1", "divisor and range guard"),
@@ -67,7 +69,7 @@ REFUSED: dict[str, str] = {
 }
 #: What stays open (docs/choices.md): TRY still makes it total, at the cost of its fallback.
 OPEN: dict[str, str] = {
-    "Add2": "DATE/TIMESTAMP/INTERVAL arithmetic past the range ends (d + n, ts + INTERVAL, INTERVAL + INTERVAL)",
+    "Add2": "TIMESTAMP/INTERVAL arithmetic past the range ends (ts + INTERVAL, d + INTERVAL, INTERVAL + INTERVAL)",
 }
 
 #: The largest count of each interval unit DuckDB accepts (its range is ±2^63 µs, months and days in INTEGER).
@@ -78,22 +80,23 @@ _INTERVAL_LIMITS = {
 }
 
 #: The bounds of the result's type (``typeof`` is folded to a constant when DuckDB plans, and so
-#: is every CASE over it): in DOUBLE for the check of a DOUBLE value, exact for a 64-bit one.
-_LO = ("CASE typeof(__r) WHEN 'TINYINT' THEN -128 WHEN 'SMALLINT' THEN -32768 WHEN 'INTEGER' THEN -2147483648"
-       " WHEN 'HUGEINT' THEN -1.7014118346044e38 WHEN 'UHUGEINT' THEN 0 WHEN 'UTINYINT' THEN 0"
-       " WHEN 'USMALLINT' THEN 0 WHEN 'UINTEGER' THEN 0"
-       " ELSE -0.999999999999 * 10.0 ** (38 - TRY_CAST(regexp_extract(typeof(__r), ',(\\d+)\\)', 1) AS INTEGER)) END")
-_HI = ("CASE typeof(__r) WHEN 'TINYINT' THEN 127 WHEN 'SMALLINT' THEN 32767 WHEN 'INTEGER' THEN 2147483647"
-       " WHEN 'HUGEINT' THEN 1.7014118346044e38 WHEN 'UHUGEINT' THEN 3.4028236692090e38 WHEN 'UTINYINT' THEN 255"
-       " WHEN 'USMALLINT' THEN 65535 WHEN 'UINTEGER' THEN 4294967295"
-       " ELSE 0.999999999999 * 10.0 ** (38 - TRY_CAST(regexp_extract(typeof(__r), ',(\\d+)\\)', 1) AS INTEGER)) END")
-_CHECKED = ("typeof(__r) IN ('TINYINT', 'SMALLINT', 'INTEGER', 'HUGEINT', 'UTINYINT', 'USMALLINT', 'UINTEGER',"
-            " 'UHUGEINT') OR starts_with(typeof(__r), 'DECIMAL(38,')")
-_FITS = ("CASE WHEN typeof(__r) IN ('BIGINT', 'UBIGINT') THEN CASE WHEN abs(__a) < 1e20 THEN __h BETWEEN"
-         " CASE typeof(__r) WHEN 'BIGINT' THEN -9223372036854775808 ELSE 0 END AND"
-         " CASE typeof(__r) WHEN 'BIGINT' THEN 9223372036854775807 ELSE 18446744073709551615 END END"
-         f" WHEN {_CHECKED} THEN __a BETWEEN {_LO} AND {_HI} ELSE true END")
-_WIDTH = ("CASE typeof(__r) WHEN 'TINYINT' THEN 7 WHEN 'SMALLINT' THEN 15 WHEN 'INTEGER' THEN 31"
+#: is every CASE over it). A 64- or 128-bit integer or DECIMAL(38, s) bound is 10^-12 inside the
+#: type's limit: the DOUBLE value of a chain is exact only to its rounding.
+_LO = ("CASE typeof(__t) WHEN 'TINYINT' THEN -128 WHEN 'SMALLINT' THEN -32768 WHEN 'INTEGER' THEN -2147483648"
+       " WHEN 'BIGINT' THEN -9.2233720368455e18 WHEN 'HUGEINT' THEN -1.7014118346044e38 WHEN 'DATE' THEN -2147483646"
+       " WHEN 'UTINYINT' THEN 0 WHEN 'USMALLINT' THEN 0 WHEN 'UINTEGER' THEN 0 WHEN 'UBIGINT' THEN 0"
+       " WHEN 'UHUGEINT' THEN 0"
+       " ELSE -0.999999999999 * 10.0 ** (38 - TRY_CAST(regexp_extract(typeof(__t), ',(\\d+)\\)', 1) AS INTEGER)) END")
+_HI = ("CASE typeof(__t) WHEN 'TINYINT' THEN 127 WHEN 'SMALLINT' THEN 32767 WHEN 'INTEGER' THEN 2147483647"
+       " WHEN 'BIGINT' THEN 9.2233720368455e18 WHEN 'HUGEINT' THEN 1.7014118346044e38 WHEN 'DATE' THEN 2147483646"
+       " WHEN 'UTINYINT' THEN 255 WHEN 'USMALLINT' THEN 65535 WHEN 'UINTEGER' THEN 4294967295"
+       " WHEN 'UBIGINT' THEN 1.8446744073691e19 WHEN 'UHUGEINT' THEN 3.4028236692090e38"
+       " ELSE 0.999999999999 * 10.0 ** (38 - TRY_CAST(regexp_extract(typeof(__t), ',(\\d+)\\)', 1) AS INTEGER)) END")
+_CHECKED = ("typeof(__t) IN ('TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT', 'UTINYINT', 'USMALLINT',"
+            " 'UINTEGER', 'UBIGINT', 'UHUGEINT', 'DATE') OR starts_with(typeof(__t), 'DECIMAL(38,')")
+#: NULL in the DOUBLE value is a NULL leaf (or an infinite date), on which DuckDB does not raise.
+_FITS = f"CASE WHEN {_CHECKED} THEN COALESCE(__a BETWEEN {_LO} AND {_HI}, true) ELSE true END"
+_WIDTH = ("CASE typeof(__t) WHEN 'TINYINT' THEN 7 WHEN 'SMALLINT' THEN 15 WHEN 'INTEGER' THEN 31"
           " WHEN 'BIGINT' THEN 63 WHEN 'HUGEINT' THEN 127 WHEN 'UTINYINT' THEN 7 WHEN 'USMALLINT' THEN 15"
           " WHEN 'UINTEGER' THEN 31 WHEN 'UBIGINT' THEN 63 WHEN 'UHUGEINT' THEN 127 ELSE 1e9 END")
 
@@ -119,7 +122,7 @@ _TEMPLATES: dict[str, str] = {
     "fits": f"CASE WHEN {_FITS} THEN __r END",
     "shift": f"CASE WHEN TRY_CAST(__b AS DOUBLE) >= 0 AND TRY_CAST(__b AS DOUBLE) <= {_WIDTH} "
              "AND COALESCE(TRY_CAST(__a AS DOUBLE) >= 0, true) THEN __r END",
-    "wide": "CASE WHEN abs(__a) < 1e37 THEN __h END",
+    "leaf": "COALESCE(__a, __b - DATE '1970-01-01')",
 }
 
 
@@ -129,7 +132,9 @@ def _template(name: str) -> exp.Expression:
 
 
 def _fill(name: str, **parts: exp.Expression) -> exp.Expression:
-    """The template ``name`` with its ``__a``, ``__b``, ``__r`` columns replaced by ``parts``.
+    """The template ``name`` with its ``__a``, ``__b``, ... columns replaced by ``parts`` (``__t``
+    is the expression as written, read only by ``typeof``, which DuckDB folds to a constant when
+    it plans the statement, so it is never evaluated).
 
     >>> _fill("json", a=exp.column("s"), r=exp.column("v")).sql("duckdb")
     'CASE WHEN JSON_VALID(s) THEN v END'
@@ -144,7 +149,7 @@ def _fill(name: str, **parts: exp.Expression) -> exp.Expression:
 
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod, exp.BitwiseLeftShift)
 _DOUBLE = exp.DataType.build("DOUBLE")
-_HUGEINT = exp.DataType.build("HUGEINT")
+_DATE = exp.DataType.build("DATE")
 
 
 def _pow2(count: exp.Expression) -> exp.Expression:
@@ -155,8 +160,8 @@ def _shadow(raw: exp.Expression) -> exp.Expression:
     """``raw``'s value in DOUBLE, computed from the leaves of its arithmetic (each leaf read
     through its guarded form and TRY_CAST, so nothing here raises).
 
-    >>> _shadow(sqlglot.parse_one("a + b * 2")).sql("duckdb")
-    'TRY_CAST(a AS DOUBLE) + TRY_CAST(b AS DOUBLE) * TRY_CAST(2 AS DOUBLE)'
+    >>> _shadow(sqlglot.parse_one("a + 2")).sql("duckdb")[:48]
+    'COALESCE(TRY_CAST(a AS DOUBLE), TRY_CAST(a AS DA'
     """
     if isinstance(raw, exp.Paren):
         return exp.Paren(this=_shadow(raw.this))
@@ -168,42 +173,17 @@ def _shadow(raw: exp.Expression) -> exp.Expression:
         return exp.Mul(this=_shadow(raw.this), expression=_pow2(_shadow(raw.expression)))
     if isinstance(raw, (exp.Neg, exp.Abs)):
         return type(raw)(this=_shadow(raw.this))
-    return exp.TryCast(this=guard(raw), to=_DOUBLE.copy())
+    return _leaf(raw, _DOUBLE)
 
 
-def _wide(raw: exp.Expression) -> exp.Expression:
-    """``raw``'s exact value in HUGEINT where its DOUBLE value is below 1e37 (NULL elsewhere), for
-    the range check of a 64-bit result (a DOUBLE is exact only to 2^53).
+def _leaf(raw: exp.Expression, to: exp.DataType) -> exp.Expression:
+    """A leaf's value as a number: itself, or a date's day number (DATE ± n and DATE - DATE).
 
-    >>> _wide(sqlglot.parse_one("a - 1")).sql("duckdb")
-    'CASE WHEN ABS((TRY_CAST(a AS DOUBLE) - TRY_CAST(1 AS DOUBLE))) < 1e37 THEN TRY_CAST(a AS INT128) - TRY_CAST(1 AS INT128) END'
+    >>> _leaf(exp.column("d"), _DOUBLE).sql("duckdb")
+    "COALESCE(TRY_CAST(d AS DOUBLE), TRY_CAST(d AS DATE) - CAST('1970-01-01' AS DATE))"
     """
-    if isinstance(raw, exp.Paren):
-        return _wide(raw.this)
-    if isinstance(raw, (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod)):
-        h = type(raw)(this=_wide(raw.this), expression=_wide(raw.expression))
-        out = _fill("wide", a=exp.Paren(this=_shadow(raw)), h=h)
-        if isinstance(raw, (exp.IntDiv, exp.Mod)):
-            return _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=out)
-        return out
-    if isinstance(raw, exp.BitwiseLeftShift):
-        h = exp.Mul(this=_wide(raw.this), expression=exp.TryCast(this=_pow2(_shadow(raw.expression)), to=_HUGEINT.copy()))
-        return _fill("wide", a=exp.Paren(this=_shadow(raw)), h=h)
-    if isinstance(raw, (exp.Neg, exp.Abs)):
-        return type(raw)(this=_wide(raw.this))
-    return exp.TryCast(this=guard(raw), to=_HUGEINT.copy())
-
-
-def _is_typeof(node: exp.Expression) -> bool:
-    return (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower() == "typeof"
-
-
-def _typed(out: exp.Expression, raw: exp.Expression) -> exp.Expression:
-    """``out`` with every ``typeof(...)`` reading ``raw`` as written: DuckDB folds it to a
-    constant when it plans the statement, so it is never evaluated."""
-    for typeof in [n for n in out.walk() if isinstance(n, exp.Func) and _is_typeof(n)]:
-        typeof.replace(exp.Anonymous(this="typeof", expressions=[raw.copy()]))
-    return out
+    value = guard(raw)
+    return _fill("leaf", a=exp.TryCast(this=value, to=to.copy()), b=exp.TryCast(this=value.copy(), to=_DATE.copy()))
 
 
 def _nonzero(node: exp.Expression) -> bool:
@@ -224,18 +204,18 @@ def arithmetic(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
     """``new`` (``raw`` with guarded children) where its value fits its type, else NULL.
 
     >>> arithmetic(sqlglot.parse_one("a + 1"), sqlglot.parse_one("a + 1")).sql("duckdb")[:40]
-    "CASE WHEN CASE WHEN TYPEOF(a + 1) IN ('BI"
+    "CASE WHEN CASE WHEN TYPEOF(a + 1) IN ('T"
     """
     if raw.find(exp.Column) is None:  # a constant: DuckDB folds it when it plans, before any row
         return new
     if isinstance(raw, exp.Mod):  # |a % b| < |b|: only a zero divisor raises
         return new if _nonzero(raw.expression) else _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
-    out = _typed(_fill("fits", a=exp.Paren(this=_shadow(raw)), h=_wide(raw), r=new), raw)
+    out = _fill("fits", a=exp.Paren(this=_shadow(raw)), r=new, t=raw)
     if isinstance(raw, exp.IntDiv):
         return _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=out)
     if isinstance(raw, exp.BitwiseLeftShift):
-        return _typed(_fill("shift", a=exp.Paren(this=_shadow(raw.this)), b=exp.Paren(this=_shadow(raw.expression)),
-                            r=out), raw)
+        return _fill("shift", a=exp.Paren(this=_shadow(raw.this)), b=exp.Paren(this=_shadow(raw.expression)),
+                     r=out, t=raw)
     return out
 
 
