@@ -18,7 +18,8 @@ into a form that returns NULL where DuckDB would raise and DuckDB's own value el
   from the chain's leaves, so a chain of n operations grows by O(n²) nodes, not 2ⁿ; a result
   within 10^-12 of a 64-bit, 128-bit or DECIMAL(38, s) type's limit is NULL (DOUBLE rounding).
 
-``TRY`` stays around the result as the last safety net. Every rule is a small function of a
+``TRY`` stays around the result as the last safety net. Spark's statement takes the guards back
+out (:func:`unguarded`): it has its own total forms and no row-by-row fallback. Every rule is a small function of a
 sqlglot tree, built from a template whose ``__a``/``__b``/``__r`` columns are replaced.
 """
 
@@ -293,6 +294,31 @@ def _one(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
     return new
 
 
+def _marked(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
+    """The rule's form of ``new``, remembering ``new`` (for :func:`unguarded`)."""
+    out = _one(raw, new)
+    if out is not new:
+        out.meta["unguarded"] = new
+    return out
+
+
+def unguarded(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with every form of this module back to the call it guards: Spark has its own
+    total forms (``try_*`` arithmetic with ANSI off, :mod:`dpsql.sql.spark_gate` refusing the
+    rest), and DuckDB's ``typeof`` names, ``try_strptime`` or DATE arithmetic mean something else
+    there.
+
+    >>> e = guard(sqlglot.parse_one("abs(a + 1) > 0"))
+    >>> unguarded(e).sql("duckdb")
+    'ABS(a + 1) > 0'
+    """
+    def back(node: exp.Expression) -> exp.Expression:
+        inner = node.meta.get("unguarded")
+        return unguarded(inner.copy()) if isinstance(inner, exp.Expression) else node
+
+    return tree.transform(back, copy=False)
+
+
 def guard(node: exp.Expression) -> exp.Expression:
     """A copy of ``node`` in which no allowlisted call can raise (see the module's docstring).
 
@@ -308,7 +334,7 @@ def guard(node: exp.Expression) -> exp.Expression:
             new.set(key, guard(value))
         elif isinstance(value, list):
             new.set(key, [guard(v) if isinstance(v, exp.Expression) else v for v in value])
-    return _one(node, new)
+    return _marked(node, new)
 
 
 def guarded(node: exp.Expression) -> exp.Expression:
