@@ -153,20 +153,6 @@ class Bound:
         return bool(self.where) or self.per_unit or self.joined
 
 
-def bounds_table(rel: Relation) -> TablePolicy | None:
-    """The table whose per-unit bounds apply to rows joined from several tables of one id unit:
-    the one with the largest ``max_rows_per_unit`` (``None`` when that is the FROM table). A join
-    along a link gives each row of the linking table one row (``orders JOIN lineitem`` holds a
-    customer's line items, not orders), so the largest bound is the one its rows are counted in;
-    whichever is chosen, the truncation after the join enforces it.
-    """
-    if rel.table.privacy_unit == "row" or rel.per_unit:
-        return None
-    same = [tp for tp in rel.joined_tables.values() if not tp.public and tp.privacy_unit == rel.table.privacy_unit]
-    best = max([rel.table, *same], key=lambda tp: tp.max_rows_per_unit or 0)
-    return None if best is rel.table else best
-
-
 def _label(node: exp.Expression) -> str:
     from dpsql.sql.dialect import to_sql
 
@@ -314,7 +300,7 @@ def _bind_select(
         joined=rel.joined,
         joined_rows=rel.rows if rel.joined and rel.table.privacy_unit == "row" else None,
         join_steps=list(rel.steps),
-        bounds_table=bounds_table(rel),
+        bounds_table=rel.bounds_table(),
         from_sql=chain,
     )
 

@@ -89,6 +89,19 @@ class Relation:
     #: subqueries stay refused
     public_in: t.Callable[[exp.In, "Relation"], exp.Expression] | None = None
 
+    def bounds_table(self) -> TablePolicy | None:
+        """The table whose per-unit bounds apply to rows joined from several tables of one id unit:
+        the one with the largest ``max_rows_per_unit`` (``None`` when that is the FROM table). A join
+        along a link gives each row of the linking table one row (``orders JOIN lineitem`` holds a
+        customer's line items, not orders), so the largest bound is the one its rows are counted in;
+        whichever is chosen, the truncation after the join enforces it.
+        """
+        if self.table.privacy_unit == "row" or self.per_unit:
+            return None
+        same = [tp for tp in self.joined_tables.values() if not tp.public and tp.privacy_unit == self.table.privacy_unit]
+        best = max([self.table, *same], key=lambda tp: tp.max_rows_per_unit or 0)
+        return None if best is self.table else best
+
     def carried(self, columns: Columns, alias: str | None, where: list[exp.Expression]) -> "Relation":
         """A relation over the same rows (same table, source, unit and joins) with other columns."""
         return replace(self, columns=columns, alias=alias, where=where, scopes=None)
