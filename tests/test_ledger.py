@@ -384,11 +384,16 @@ def test_charges_survive_a_new_process(tmp_path: Path) -> None:
     assert reader.stdout.split(" ", 1) == ["0.75", f"{ids} q1\n"]
 
 
-# Forked children start in milliseconds (a fresh interpreter would re-import DuckDB, pandas...)
-# and open their own SQLite connections; SIGKILL is POSIX anyway.
-HAS_FORK = "fork" in multiprocessing.get_all_start_methods()
-FORK: Any = multiprocessing.get_context("fork") if HAS_FORK else None
-needs_fork = pytest.mark.skipif(not HAS_FORK, reason="needs fork() and SIGKILL (POSIX)")
+# Children are forked from a fork server: a fresh, single-threaded interpreter that imported this
+# module once, so each child starts in milliseconds and opens its own SQLite connections. Forking
+# the test process itself is unsafe: a test worker that ran DuckDB or Spark has threads, and a
+# child forked from it can crash before it runs a line (seen as SIGSEGV instead of the SIGKILL
+# this file sends). SIGKILL is POSIX anyway.
+HAS_FORK = "forkserver" in multiprocessing.get_all_start_methods()
+FORK: Any = multiprocessing.get_context("forkserver") if HAS_FORK else None
+if HAS_FORK:
+    FORK.set_forkserver_preload([__name__])
+needs_fork = pytest.mark.skipif(not HAS_FORK, reason="needs a fork server and SIGKILL (POSIX)")
 
 
 def _contend(path: str, barrier: Any, results: Any) -> None:
