@@ -318,6 +318,12 @@ LINK_SEMI = [
     "o_orderkey AND l_quantity > 10) GROUP BY o_orderstatus WITH (epsilon = 1, keys = ['F', 'O'])",
     "SELECT DP_SUM(o_totalprice) FROM orders WHERE NOT EXISTS (SELECT 1 FROM lineitem WHERE "
     "l_orderkey = o_orderkey) WITH (epsilon = 1)",
+    # the same semi joins spelled with IN on the link key (tests/test_linksemi.py: equal to EXISTS's)
+    "SELECT o_orderstatus, DP_COUNT(*) FROM orders WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem WHERE "
+    "l_quantity > 10) GROUP BY o_orderstatus WITH (epsilon = 1, keys = ['F', 'O'])",
+    "SELECT DP_SUM(o_totalprice) FROM orders WHERE o_orderkey NOT IN (SELECT l_orderkey FROM lineitem) "
+    "WITH (epsilon = 1)",
+    "SELECT DP_COUNT(*) FROM customer WHERE c_custkey NOT IN (SELECT o_custkey FROM orders) WITH (epsilon = 1)",
 ]
 
 

@@ -42,15 +42,20 @@ every ``NOT IN`` NULL because of it: one such row would drop everyone's rows).
 o_orderkey AND ...)`` over ``orders``). When the inner or the outer table reaches its unit
 through a link (:mod:`dpsql.privacy.links`), the subquery must be correlated on the unit or on a
 link key (an equality :func:`dpsql.sql.links.is_link_pair` accepts: ``l_orderkey = o_orderkey``,
-``o_custkey = c_custkey``, or ``l2.l_orderkey = l1.l_orderkey`` on one link column), and the
-rewrite does not rely on it: it reads the inner table with the joins up its links (the same
+``o_custkey = c_custkey``, or ``l2.l_orderkey = l1.l_orderkey`` on one link column), or, for
+IN, compare such a pair itself (``o_orderkey [NOT] IN (SELECT l_orderkey FROM lineitem ...)``:
+the same semi join as EXISTS with the equality), and the rewrite does not rely on it: it reads the inner table with the joins up its links (the same
 attribution the truncation uses) and adds the unit equality ``unit(s) = unit(r)`` itself. The
 proof above then holds as written, ``s.unit`` being the attributed unit: by the links'
 neighbouring relation every other unit's attributed rows are the same in both neighbours, so
 the inner rows of unit ``unit(r)`` are a function of ``D_unit(r)``. A link key that is not a key
 in the data (an order key under two customers) then tests each row against its own
 customer's rows only, never another's. The link equality is required though the unit equality
-is what protects: it is what makes the added equality change no answer where keys are keys. Everything else in a subquery over private rows stays refused (see
+is what protects: it is what makes the added equality change no answer where keys are keys.
+IN keeps its three-valued meaning over the unit's own rows (a NULL outer key, or a NULL among
+the unit's selected values, makes NOT IN unknown), which is still ``f(r, D_unit(r))``; a NULL
+link key of the inner table is an orphan, in nobody's set. Everything else in a subquery over
+private rows stays refused (see
 :mod:`dpsql.sql.allow`). The SQL the filter becomes is total: values are cast with TRY_CAST and
 predicates wrapped so that no row can make it fail.
 """
@@ -240,6 +245,33 @@ def _fix(inner: _Inner, rel: Relation) -> str:
     return f"{inner.alias}.{inner.tp.privacy_unit} = {outer.name}.{theirs}"
 
 
+def _link_keyed(inner: _Inner, rel: Relation, picked: exp.Column, value: exp.Expression) -> bool:
+    """Whether ``x IN (SELECT c ...)`` compares along a link: ``c`` a column of the inner table
+    and ``x`` (as bound over the outer rows) a column of an outer private table, the two a link
+    pair (``o_orderkey IN (SELECT l_orderkey FROM lineitem ...)``), the correlation EXISTS
+    spells as ``l_orderkey = o_orderkey`` in its WHERE."""
+    owner = rel.owner(value)
+    return owner is not None and not owner[0].public and \
+        is_link_pair(inner.tp, picked.name.lower(), owner[0], owner[1])
+
+
+def _in_fix(inner: _Inner, rel: Relation) -> str:
+    """The refusal of an IN between linked tables that compares along no link: which column to
+    select and test, and the WHERE equality that would do instead."""
+    tp, outer = inner.tp, rel.table
+    pair = None
+    if tp.link is not None and tp.link.table == outer.name:
+        pair = (tp.link.target, tp.link.column)
+    elif outer.link is not None and outer.link.table == tp.name:
+        pair = (outer.link.column, outer.link.target)
+    elif tp.name == outer.name and tp.link is not None:
+        pair = (tp.link.column, tp.link.column)
+    test = f"compare a link key with the column it links ({pair[0]} IN (SELECT {pair[1]} FROM {tp.name} ...)), " \
+        if pair else ""
+    return (f"IN over private table {tp.name} must compare within one person's rows: {test}or correlate it "
+            f"on a link key: add {_fix(inner, rel)} to its WHERE")
+
+
 def _is_linked(inner: _Inner, rel: Relation) -> bool:
     return not inner.tp.public and (inner.tp.link is not None or rel.table.link is not None)
 
@@ -294,8 +326,10 @@ def _in(node: exp.In, rel: Relation, declared: Declared, catalog: Catalog,
     if not inner.tp.public:
         _same_unit(inner, rel, catalog)
         on_units = picked.name.lower() == inner.tp.privacy_unit and _sql(value) == _sql(rel.unit)
-        if not on_units and not _correlated(inner, rel, where) and not (linked and _link_correlated(inner, rel, where)):
-            _refuse(f"IN over private table {inner.tp.name} must compare within one person's rows: select its "
+        keyed = linked and _link_keyed(inner, rel, picked, value)
+        if not (on_units or keyed or _correlated(inner, rel, where) or (linked and _link_correlated(inner, rel, where))):
+            _refuse(_in_fix(inner, rel) if linked else
+                    f"IN over private table {inner.tp.name} must compare within one person's rows: select its "
                     f"unit column and test the unit ({rel.table.privacy_unit} IN (SELECT {inner.tp.privacy_unit} "
                     f"...)), or add {inner.alias}.{inner.tp.privacy_unit} = {rel.table.name}."
                     f"{rel.table.privacy_unit} to its WHERE")
