@@ -1,7 +1,7 @@
 """TPC-H under customer-level DP: which of the 22 official queries answer, how accurately, how fast.
 
     python bench/run.py --tpch [--sf 1] [--repeat 3]          # and rewrite the TPC-H section
-    python -m bench.tpch --sf 1 [--repeat 3] [--json FILE]     # the measurement alone
+    python -m bench.tpch --sf 1 [--repeat 3] [--releases 5] [--json FILE]     # the measurement alone
 
 The tables are made at scale factor ``--sf`` by ``fixtures/tpch/generate.py`` (DuckDB's ``tpch``
 extension, the registry package ``duckdb-extension-tpch``, which pins DuckDB 1.5: it runs in a
@@ -10,9 +10,9 @@ once. The policy is ``fixtures/policies/tpch.toml`` with its ``source`` files re
 and releases never reused (every timed run computes). Each query's official text goes to
 ``Connection.sql()`` as it is; plain DuckDB runs the same text over the same files. For a query
 that answers: the time of both (median of ``--repeat`` interleaved rounds after a warm-up),
-their ratio, and the accuracy of one release against the exact answer (the median over its
-released values of the relative error and of the relative 95% half-width). For a query that
-is refused: the one-line reason.
+their ratio, and the accuracy of its releases against the exact answer (the median over each
+release's values of the relative error and of the relative 95% half-width, then the median of
+those over ``--releases`` releases). For a query that is refused: the one-line reason.
 
 Should the policy not parse, the queries over public tables only (Q2, Q11, Q16) are measured
 with the policy's public tables, and every other query is reported with the policy's refusal.
@@ -39,6 +39,16 @@ import sqlglot  # noqa: E402
 from bench.common import OUT, ROOT, interleaved, machine, paired_ratio  # noqa: E402
 
 HEADING = "## TPC-H under customer-level DP (bench/tpch.py)"
+
+
+def heading(sf: float) -> str:
+    """The section of one scale factor: SF 0.1's is :data:`HEADING` (the first measured), every
+    other scale its own, so that a run at one scale keeps the others' sections.
+
+    >>> heading(0.1) == HEADING, heading(1)
+    (True, '## TPC-H at SF 1 under customer-level DP (bench/tpch.py)')
+    """
+    return HEADING if sf == 0.1 else f"## TPC-H at SF {sf:g} under customer-level DP (bench/tpch.py)"
 POLICY = ROOT / "fixtures" / "policies" / "tpch.toml"
 QUERIES = ROOT / "fixtures" / "tpch" / "queries"
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
@@ -142,7 +152,22 @@ def _timed(plain: duckdb.DuckDBPyConnection, con: t.Any, text: str, repeat: int)
             "ratio": paired_ratio(times["dpsql"], times["plain"]), "runs": repeat}
 
 
-def run(sf: float, repeat: int) -> dict[str, t.Any]:
+def _accuracy_over(con: t.Any, text: str, first: t.Any, exact_rows: list[tuple[t.Any, ...]],
+                   releases: int) -> dict[str, t.Any]:
+    """:func:`accuracy` of ``first`` and of ``releases - 1`` more releases: the median over the
+    releases of each one's median relative error and half-width (one release's figures move
+    with its noise), and the values matched in the first."""
+    runs = [accuracy(first, exact_rows)] + [accuracy(con.sql(text), exact_rows) for _ in range(releases - 1)]
+    out: dict[str, t.Any] = {"values": runs[0]["values"], "releases": releases}
+    for name in ("error", "half_width"):
+        got = [r[name] for r in runs if r[name] is not None]
+        out[name] = statistics.median(got) if got else None
+    return out
+
+
+def run(sf: float, repeat: int, releases: int = 5) -> dict[str, t.Any]:
+    """The 22 queries at scale ``sf``: times over ``repeat`` rounds, accuracy over ``releases``."""
+    start = machine()  # the load average before the run
     data = ensure_data(sf)
     plain = duckdb.connect()
     for name in TABLES:
@@ -170,12 +195,13 @@ def run(sf: float, repeat: int) -> dict[str, t.Any]:
             continue
         exact_rows = plain.execute(text).fetchall()
         entry["exact"] = not res.report  # no DP aggregate: public tables only
-        entry.update(accuracy(res, exact_rows))
+        entry.update(_accuracy_over(con, text, res, exact_rows, 1 if entry["exact"] else releases))
         entry.update(_timed(plain, con, text, repeat))
         results.append(entry)
         log(f"Q{number:02d}: dpsql {entry['dpsql_s'] * 1000:.1f} ms, plain {entry['plain_s'] * 1000:.1f} ms, "
             f"{entry['ratio']:.2f}x")
-    return {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "sf": sf, "repeat": repeat,
+    return {"date": time.strftime("%Y-%m-%d"), "machine": start, "load_average_end": machine()["load_average"],
+            "sf": sf, "repeat": repeat, "releases": releases,
             "customers": plain.execute("SELECT count(*) FROM customer").fetchone()[0],  # type: ignore[index]
             "lineitems": plain.execute("SELECT count(*) FROM lineitem").fetchone()[0],  # type: ignore[index]
             "policy_error": broken, "results": results}
@@ -185,17 +211,30 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.2g}%"
 
 
+def _end(res: dict[str, t.Any]) -> str:
+    return f", {res['load_average_end']:.2f} at the end" if "load_average_end" in res else ""
+
+
+def _over(res: dict[str, t.Any]) -> str:
+    """How the accuracy columns were measured, when over more than one release."""
+    if res.get("releases", 1) <= 1:
+        return ""
+    return (f"; the accuracy columns are medians over {res['releases']} releases of each release's median "
+            "over its released values that the exact answer has (rows matched on their keys)")
+
+
 def section(res: dict[str, t.Any], command: str) -> str:
     """The Markdown section of docs/benchmarks.md for one :func:`run`."""
     m = res["machine"]
     answered = [r for r in res["results"] if "refused" not in r]
-    lines = ["<!-- measured separately: kept when run.py rewrites this page -->", HEADING, "",
+    lines = ["<!-- measured separately: kept when run.py rewrites this page -->", heading(res["sf"]), "",
              f"Measured {res['date']} on {m['cpu']} ({m['nproc']} cores visible, shared with other work; load "
-             f"average {m['load_average']:.2f} at the start), Python {m['python']}, DuckDB {m['duckdb']}; "
+             f"average {m['load_average']:.2f} at the start{_end(res)}), Python {m['python']}, DuckDB {m['duckdb']}; "
              f"`{command}`: TPC-H at SF {res['sf']:g} ({res['customers']:,} customers, {res['lineitems']:,} "
              f"line items), the 22 official query texts unchanged, policy `fixtures/policies/tpch.toml` "
              f"(a customer is the unit; ε = 1 per query from `[defaults]`); times are medians of "
-             f"{res['repeat']} interleaved rounds after a warm-up round. **{len(answered)} of 22 answer.**", ""]
+             f"{res['repeat']} interleaved rounds after a warm-up round{_over(res)}. "
+             f"**{len(answered)} of 22 answer.**", ""]
     if res.get("policy_error"):
         lines += [f"The policy does not parse yet (`{res['policy_error']}`): the queries over private tables "
                   "wait for links (`link` in the policy), date bounds, bounds of expressions, public and "
@@ -222,12 +261,13 @@ def section(res: dict[str, t.Any], command: str) -> str:
 
 
 def write_section(text: str, page: Path) -> None:
-    """Put ``text`` in ``page`` in place of its TPC-H section (with the marker line before it),
-    or at the end."""
+    """Put ``text`` in ``page`` in place of its scale's TPC-H section (with the marker line
+    before it; the heading is ``text``'s first heading), or at the end."""
     old = page.read_text(encoding="utf-8") if page.exists() else "# Benchmarks\n"
     marker = "<!-- measured separately: kept when run.py rewrites this page -->\n"
-    if HEADING in old:
-        before, rest = old.split(HEADING, 1)
+    title = next(line for line in text.splitlines() if line.startswith("## "))
+    if title + "\n" in old:
+        before, rest = old.split(title + "\n", 1)
         before = before[: -len(marker)] if before.endswith(marker) else before
         ends = [i for i in (rest.find("\n" + marker), rest.find("\n## ")) if i >= 0]
         after = rest[min(ends) + 1:] if ends else ""
@@ -241,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sf", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--releases", type=int, default=5, help="releases the accuracy is the median over")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    out = run(args.sf, args.repeat)
+    out = run(args.sf, args.repeat, args.releases)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
     return 0

@@ -354,7 +354,7 @@ def test_the_bench_measures_the_queries_and_writes_its_section_once(monkeypatch,
     from bench import tpch as bench_tpch
 
     monkeypatch.setattr(bench_tpch, "data_dir", lambda sf: DATA)  # the committed SF 0.01 files
-    run = bench_tpch.run(0.01, repeat=1)
+    run = bench_tpch.run(0.01, repeat=1, releases=2)
     assert [r["query"] for r in run["results"]] == list(range(1, 23))
     for r in run["results"]:
         assert ("refused" in r) != ("dpsql_s" in r), r
@@ -363,12 +363,18 @@ def test_the_bench_measures_the_queries_and_writes_its_section_once(monkeypatch,
     answered = {r["query"]: r for r in run["results"] if "refused" not in r}
     assert {2, 11, 16} <= set(answered) and all(answered[q]["exact"] and answered[q]["error"] in (0.0, None)
                                                  for q in (2, 11, 16))
+    assert all(r["releases"] == 2 for q, r in answered.items() if q not in (2, 11, 16))  # accuracy over releases
     text = bench_tpch.section(run, "python bench/run.py --tpch --sf 0.01")
-    assert text.splitlines()[1] == bench_tpch.HEADING and "Q01" in text and "| Q02 |" in text and "Q22" in text
+    title = bench_tpch.heading(0.01)
+    assert text.splitlines()[1] == title and "Q01" in text and "| Q02 |" in text and "Q22" in text
     page = tmp_path / "benchmarks.md"
     page.write_text("# Benchmarks\n\n## Speed\n\ntext\n\n## Joins\n\nmore\n")
     bench_tpch.write_section(text, page)
     bench_tpch.write_section(text, page)  # replaced in place, not added twice
     once = page.read_text()
-    assert once.count(bench_tpch.HEADING) == 1 and once.count("measured separately") == 1
-    assert once.index("## Joins") < once.index(bench_tpch.HEADING)
+    assert once.count(title) == 1 and once.count("measured separately") == 1
+    assert once.index("## Joins") < once.index(title)
+    other = bench_tpch.section({**run, "sf": 0.1}, "python bench/run.py --tpch --sf 0.1")
+    bench_tpch.write_section(other, page)  # another scale: a section of its own, this one kept
+    both = page.read_text()
+    assert both.count(title) == 1 and both.count(bench_tpch.HEADING) == 1 and both.count("measured separately") == 2
