@@ -12,7 +12,7 @@ import duckdb
 import pytest
 import sqlglot
 
-from dpsql.sql.nonraising import OPEN, RAISES
+from dpsql.sql.nonraising import OLDER, OPEN, RAISES
 from dpsql.sql.total import total, unwrapped
 from tests import raising
 
@@ -72,10 +72,12 @@ def test_guarded_values_equal_duckdbs_or_null(name: str, con: duckdb.DuckDBPyCon
             raw, new = e.sql("duckdb"), unwrapped(e).sql("duckdb")
             if not raising.admitted(s, letters):
                 continue
+            # before DuckDB 2.0, the minimum % -1 raises; the form gives 2.0's value, 0
+            also = " AND NOT (old IS NULL AND new = 0)" if OLDER and name == "Mod" else ""
             try:
                 bad = con.sql(f"SELECT count(*) FROM (SELECT TRY({raw}) AS old, ({new}) AS new "
                               f"FROM {raising.table(letters)}) WHERE old IS DISTINCT FROM new "
-                              f"AND NOT {_NEAR_LIMIT}").fetchall()[0][0]
+                              f"AND NOT {_NEAR_LIMIT}{also}").fetchall()[0][0]
             except duckdb.Error:
                 assert raising.fails_without_rows(con, raw, letters), (s, letters)
                 continue

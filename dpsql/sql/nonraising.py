@@ -67,6 +67,29 @@ RAISES: dict[str, tuple[str, str]] = {
     **{f"to_{unit}": ("a count past INTERVAL's range (or past INTEGER)", "range guard") for unit in (
         "seconds", "milliseconds", "minutes", "hours", "weeks", "years")},
 }
+def _older() -> bool:
+    """Whether the DuckDB in use is older than 2.0, whose math functions raise where 2.0's give
+    NaN or an infinity (``ln(0)``, ``acos(2)``, ``cos('inf')``), ``TINYINT`` min % -1 overflows,
+    ``yearweek`` raises past DATE's range and ``hamming`` compares bytes, not characters."""
+    import duckdb
+
+    return int(duckdb.__version__.split(".")[0]) < 2
+
+
+OLDER = _older()
+#: What raises only before DuckDB 2.0, with its form here (used only there: 2.0's values are kept).
+RAISES_BEFORE_2: dict[str, tuple[str, str]] = {
+    **{k: ("a number outside the function's domain (log of 0, acos of 2)", "domain guard")
+       for k in ("Sqrt", "Ln", "Log", "log10", "log2", "Acos", "Asin")},
+    **{k: ("an infinite or NaN angle (cot: also 0)", "finite guard") for k in ("Cos", "Sin", "Tan", "Cot")},
+    "Mod": ("a zero divisor; the minimum % -1", "divisor guard; x % -1 as x % 1"),
+    "yearweek": ("a date past DATE's range", "year guard"),
+    "hamming": ("'' or strings of different byte lengths", "length guard"),
+    "mismatches": ("'' or strings of different byte lengths", "length guard"),
+}
+if OLDER:  # date_trunc at TIMESTAMP's ends raises only from 2.0 on
+    RAISES = {k: v for k, v in {**RAISES, **RAISES_BEFORE_2}.items() if k != "TimestampTrunc"}
+
 #: Calls that raise for which dpsql has no total form: refused over private rows
 #: (:data:`dpsql.sql.allow._WHY`).
 REFUSED: dict[str, str] = {
@@ -135,6 +158,15 @@ _TEMPLATES: dict[str, str] = {
     "shift": f"CASE WHEN TRY_CAST(__b AS DOUBLE) >= 0 AND TRY_CAST(__b AS DOUBLE) <= {_WIDTH} "
              "AND COALESCE(TRY_CAST(__a AS DOUBLE) >= 0, true) THEN __r END",
     "leaf": "COALESCE(__a, __b - DATE '1970-01-01')",
+    "positive": "CASE WHEN TRY_CAST(__a AS DOUBLE) > 0 THEN __r END",
+    "at_least_0": "CASE WHEN TRY_CAST(__a AS DOUBLE) >= 0 THEN __r END",
+    "log_base": "CASE WHEN TRY_CAST(__a AS DOUBLE) > 0 AND TRY_CAST(__a AS DOUBLE) <> 1 "
+                "AND TRY_CAST(__b AS DOUBLE) > 0 THEN __r END",
+    "unit": "CASE WHEN TRY_CAST(__a AS DOUBLE) BETWEEN -1 AND 1 THEN __r END",
+    "finite": "CASE WHEN isfinite(TRY_CAST(__a AS DOUBLE)) THEN __r END",
+    "finite_nonzero": "CASE WHEN isfinite(TRY_CAST(__a AS DOUBLE)) AND TRY_CAST(__a AS DOUBLE) <> 0 THEN __r END",
+    "minus_one": "CASE WHEN __b = -1 THEN 1 ELSE __b END",
+    "same_bytes": "CASE WHEN length(__a) > 0 AND length(__a) = length(__b) AND strlen(__a) = strlen(__b) THEN __r END",
 }
 
 
@@ -220,7 +252,9 @@ def arithmetic(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
     """
     if raw.find(exp.Column) is None:  # a constant: DuckDB folds it when it plans, before any row
         return new
-    if isinstance(raw, exp.Mod):  # |a % b| < |b|: only a zero divisor raises
+    if isinstance(raw, exp.Mod):  # |a % b| < |b|: only a zero divisor raises (before 2.0, min % -1 too)
+        if OLDER and not (_nonzero(raw.expression) and raw.expression.this not in ("-1", "-1.0")):
+            new = exp.Mod(this=new.this, expression=exp.Paren(this=_fill("minus_one", b=new.expression)))
         return new if _nonzero(raw.expression) else _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
     out = _fill("fits", a=exp.Paren(this=_shadow(raw)), r=new, t=raw)
     if isinstance(raw, exp.IntDiv):
@@ -275,8 +309,40 @@ def _named(name: str, new: exp.Expression) -> exp.Expression | None:
     return None
 
 
+#: Before DuckDB 2.0: each math function's domain guard (:data:`RAISES_BEFORE_2`).
+_DOMAINS: dict[type[exp.Expression], str] = {
+    exp.Sqrt: "at_least_0", exp.Ln: "positive", exp.Acos: "unit", exp.Asin: "unit",
+    exp.Cos: "finite", exp.Sin: "finite", exp.Tan: "finite", exp.Cot: "finite_nonzero",
+}
+
+
+def _older_rule(raw: exp.Expression, new: exp.Expression) -> exp.Expression | None:
+    """The rule of a call that raises only before DuckDB 2.0, if ``raw`` is one.
+
+    >>> _older_rule(sqlglot.parse_one("log(2, x)"), sqlglot.parse_one("log(2, x)")).sql("duckdb")[:40]
+    'CASE WHEN TRY_CAST(2 AS DOUBLE) > 0 AND '
+    """
+    if isinstance(raw, exp.Log):
+        if new.args.get("expression") is None:
+            return _fill("positive", a=new.this, r=new)
+        return _fill("log_base", a=new.this, b=new.expression, r=new)
+    template = _DOMAINS.get(type(raw))
+    if template is not None:
+        return _fill(template, a=new.this, r=new)
+    if isinstance(raw, exp.Anonymous) and raw.name.lower() == "yearweek" and new.expressions:
+        return _fill("years", a=new.expressions[0], b=exp.Literal.number(-5877640),
+                     c=exp.Literal.number(5881579), r=new)
+    if isinstance(raw, exp.Anonymous) and raw.name.lower() in ("hamming", "mismatches") and len(new.expressions) == 2:
+        return _fill("same_bytes", a=new.expressions[0], b=new.expressions[1], r=new)
+    return None
+
+
 def _one(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
     """The rule for one node (``new`` is ``raw`` with guarded children)."""
+    if OLDER:
+        older = _older_rule(raw, new)
+        if older is not None:
+            return older
     if isinstance(raw, (*_ARITHMETIC, exp.Neg, exp.Abs)):
         return arithmetic(raw, new)
     if isinstance(raw, (exp.StrToTime, exp.StrToDate)):
