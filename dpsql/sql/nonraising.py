@@ -26,10 +26,14 @@ sqlglot tree, built from a template whose ``__a``/``__b``/``__r`` columns are re
 from __future__ import annotations
 
 import functools
+import re
 import typing as t
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+
+from dpsql.sql.dialect import DPSQL
 
 #: What raises in DuckDB 2.0 over the corpus of ``tests/raising.py``, with the class of input
 #: that makes it raise, and the form of this module that cannot (tests/test_nonraising.py).
@@ -132,6 +136,38 @@ _WIDTH = ("CASE typeof(__t) WHEN 'TINYINT' THEN 7 WHEN 'SMALLINT' THEN 15 WHEN '
           " WHEN 'BIGINT' THEN 63 WHEN 'HUGEINT' THEN 127 WHEN 'UTINYINT' THEN 7 WHEN 'USMALLINT' THEN 15"
           " WHEN 'UINTEGER' THEN 31 WHEN 'UBIGINT' THEN 63 WHEN 'UHUGEINT' THEN 127 ELSE 1e9 END")
 
+class Fits(exp.Expression):
+    """Whether the DOUBLE value ``this`` lies in the range of the type of ``type`` (an expression
+    read only by ``typeof``, which DuckDB folds when it plans): :data:`_FITS`. One node in the
+    tree whatever the text it prints, so that copying and walking a guarded expression costs
+    little; printed by DuckDB's generator only (Spark's statement has no guards,
+    :func:`dpsql.sql.totalforms.unguarded`)."""
+
+    arg_types = {"this": True, "type": True}
+
+
+#: :data:`_FITS` as DuckDB text, cut at its parts (``__a`` the value, ``__t`` the typed expression).
+_FITS_TEXT = re.split(r"\b(__a|__t)\b", sqlglot.parse_one(_FITS, read="duckdb").sql("duckdb"))
+
+
+def _fits_sql(gen: t.Any, e: Fits) -> str:
+    parts = {"__a": gen.sql(e, "this"), "__t": gen.sql(e, "type")}
+    return "".join(parts.get(piece, piece) for piece in _FITS_TEXT)
+
+
+def _register() -> None:
+    """Teach DuckDB's generators :class:`Fits` (sqlglot builds each generator's table of
+    handlers once, on first use, so a table built before this import is dropped)."""
+    from sqlglot import generator
+
+    for cls in (DuckDB.Generator, DPSQL.Generator):
+        cls.TRANSFORMS[Fits] = _fits_sql
+    getattr(generator, "_DISPATCH_CACHE", {}).clear()
+
+
+_register()
+
+
 _TEMPLATES: dict[str, str] = {
     "json": "CASE WHEN json_valid(__a) THEN __r END",
     "base64": "CASE WHEN regexp_full_match(__a, '([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?') "
@@ -154,7 +190,7 @@ _TEMPLATES: dict[str, str] = {
     "years": "CASE WHEN year(__a) BETWEEN __b AND __c THEN __r END",
     "micros": "CASE WHEN TRY_CAST(__a AS HUGEINT) BETWEEN -9223372022400000000 AND 9223372036854775806 THEN __r END",
     "divisor": "CASE WHEN __b <> 0 THEN __r END",
-    "fits": f"CASE WHEN {_FITS} THEN __r END",
+    "fits": "CASE WHEN __f THEN __r END",
     "shift": f"CASE WHEN TRY_CAST(__b AS DOUBLE) >= 0 AND TRY_CAST(__b AS DOUBLE) <= {_WIDTH} "
              "AND COALESCE(TRY_CAST(__a AS DOUBLE) >= 0, true) THEN __r END",
     "leaf": "COALESCE(__a, __b - DATE '1970-01-01')",
@@ -175,17 +211,25 @@ def _template(name: str) -> exp.Expression:
     return sqlglot.parse_one(_TEMPLATES[name], read="duckdb")
 
 
-def _fill(name: str, **parts: exp.Expression) -> exp.Expression:
+def _fill(name: str, fresh: tuple[str, ...] = ("r", "f"), **parts: exp.Expression) -> exp.Expression:
     """The template ``name`` with its ``__a``, ``__b``, ... columns replaced by ``parts`` (``__t``
     is the expression as written, read only by ``typeof``, which DuckDB folds to a constant when
-    it plans the statement, so it is never evaluated).
+    it plans the statement, so it is never evaluated). A part named in ``fresh`` was built for
+    this call alone: its first use takes it as it is, later ones copy it (copying a guarded
+    argument at every level of a nested expression made planning quadratic in its size).
 
     >>> _fill("json", a=exp.column("s"), r=exp.column("v")).sql("duckdb")
     'CASE WHEN JSON_VALID(s) THEN v END'
     """
+    unused = set(fresh)
+
     def swap(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.Column) and not n.table and n.name.startswith("__") and n.name[2:] in parts:
-            return parts[n.name[2:]].copy()
+            key = n.name[2:]
+            if key in unused:
+                unused.discard(key)
+                return parts[key]
+            return parts[key].copy()
         return n
 
     return _template(name).copy().transform(swap, copy=False)
@@ -226,7 +270,7 @@ def _leaf(raw: exp.Expression, to: exp.DataType) -> exp.Expression:
     >>> _leaf(exp.column("d"), _DOUBLE).sql("duckdb")
     "COALESCE(TRY_CAST(d AS DOUBLE), TRY_CAST(d AS DATE) - CAST('1970-01-01' AS DATE))"
     """
-    value = guard(raw)
+    value = raw.copy()  # a column, a constant or a bound value (dpsql.sql.totalforms): nothing to guard
     return _fill("leaf", a=exp.TryCast(this=value, to=to.copy()), b=exp.TryCast(this=value.copy(), to=_DATE.copy()))
 
 
@@ -256,9 +300,9 @@ def arithmetic(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
         if OLDER and not (_nonzero(raw.expression) and raw.expression.this not in ("-1", "-1.0")):
             new = exp.Mod(this=new.this, expression=exp.Paren(this=_fill("minus_one", b=new.expression)))
         return new if _nonzero(raw.expression) else _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
-    out = _fill("fits", a=exp.Paren(this=_shadow(raw)), r=new, t=raw)
+    out = _fill("fits", f=Fits(this=exp.Paren(this=_shadow(raw)), type=raw.copy()), r=new)
     if isinstance(raw, exp.IntDiv):
-        return _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=out)
+        return _fill("divisor", ("b", "r"), b=exp.Paren(this=_shadow(raw.expression)), r=out)
     if isinstance(raw, exp.BitwiseLeftShift):
         return _fill("shift", a=exp.Paren(this=_shadow(raw.this)), b=exp.Paren(this=_shadow(raw.expression)),
                      r=out, t=raw)
@@ -378,49 +422,4 @@ def _one(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
     return new
 
 
-def _marked(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
-    """The rule's form of ``new``, remembering ``new`` (for :func:`unguarded`)."""
-    out = _one(raw, new)
-    if out is not new:
-        out.meta["unguarded"] = new
-    return out
-
-
-def unguarded(tree: exp.Expression) -> exp.Expression:
-    """``tree`` with every form of this module back to the call it guards: Spark has its own
-    total forms (``try_*`` arithmetic with ANSI off, :mod:`dpsql.sql.spark_gate` refusing the
-    rest), and DuckDB's ``typeof`` names, ``try_strptime`` or DATE arithmetic mean something else
-    there.
-
-    >>> e = guard(sqlglot.parse_one("abs(a + 1) > 0"))
-    >>> unguarded(e).sql("duckdb")
-    'ABS(a + 1) > 0'
-    """
-    def back(node: exp.Expression) -> exp.Expression:
-        inner = node.meta.get("unguarded")
-        return unguarded(inner.copy()) if isinstance(inner, exp.Expression) else node
-
-    return tree.transform(back, copy=False)
-
-
-def guard(node: exp.Expression) -> exp.Expression:
-    """A copy of ``node`` in which no allowlisted call can raise (see the module's docstring).
-
-    >>> guard(sqlglot.parse_one("json_extract(s, '$.a')", read="duckdb")).sql("duckdb")
-    "CASE WHEN JSON_VALID(s) THEN s -> '$.a' END"
-    """
-    if isinstance(node, (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.DataType, exp.Identifier,
-                         exp.Var, exp.Star, exp.Query, exp.Subquery)):
-        return node.copy()
-    new = node.copy()
-    for key, value in node.args.items():
-        if isinstance(value, exp.Expression):
-            new.set(key, guard(value))
-        elif isinstance(value, list):
-            new.set(key, [guard(v) if isinstance(v, exp.Expression) else v for v in value])
-    return _marked(node, new)
-
-
-def guarded(node: exp.Expression) -> exp.Expression:
-    """:func:`guard` of ``node`` (a statement's expressions, a predicate, a key, ...)."""
-    return guard(node)
+rule = _one  #: the form of one node that cannot raise (``new`` is ``raw`` with guarded children)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.sql.nonraising import guarded
+from dpsql.sql.totalforms import guarded
 
 _LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Identifier,
            exp.Var, exp.Placeholder, exp.Parameter, exp.Try)
@@ -57,7 +57,7 @@ def _wrap(node: exp.Expression) -> exp.Expression:
 
 def unwrapped(node: exp.Expression) -> exp.Expression:
     """A copy of ``node`` in the forms that cannot raise, before TRY(...) wraps it: every call
-    that could raise in its guarded form (:mod:`dpsql.sql.nonraising`), TRY_CAST for CAST."""
+    that could raise in its guarded form (:mod:`dpsql.sql.totalforms`), TRY_CAST for CAST."""
     return guarded(node).transform(
         lambda n: exp.TryCast(this=n.this, to=n.args["to"]) if type(n) is exp.Cast else n, copy=False
     )
