@@ -235,7 +235,7 @@ def _fill(name: str, fresh: tuple[str, ...] = ("r", "f"), **parts: exp.Expressio
     return _template(name).copy().transform(swap, copy=False)
 
 
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod, exp.BitwiseLeftShift)
+ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod, exp.BitwiseLeftShift)
 _DOUBLE = exp.DataType.build("DOUBLE")
 _DATE = exp.DataType.build("DATE")
 
@@ -387,7 +387,7 @@ def _one(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
         older = _older_rule(raw, new)
         if older is not None:
             return older
-    if isinstance(raw, (*_ARITHMETIC, exp.Neg, exp.Abs)):
+    if isinstance(raw, (*ARITHMETIC, exp.Neg, exp.Abs)):
         return arithmetic(raw, new)
     if isinstance(raw, (exp.StrToTime, exp.StrToDate)):
         return _strptime(t.cast(exp.StrToTime, new))

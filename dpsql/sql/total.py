@@ -58,9 +58,10 @@ def _wrap(node: exp.Expression) -> exp.Expression:
 def unwrapped(node: exp.Expression) -> exp.Expression:
     """A copy of ``node`` in the forms that cannot raise, before TRY(...) wraps it: every call
     that could raise in its guarded form (:mod:`dpsql.sql.totalforms`), TRY_CAST for CAST."""
-    return guarded(node).transform(
+    casts = node.copy().transform(
         lambda n: exp.TryCast(this=n.this, to=n.args["to"]) if type(n) is exp.Cast else n, copy=False
     )
+    return guarded(casts)  # after the casts, so that Spark's form (the guards' originals) has them too
 
 
 def total(node: exp.Expression) -> exp.Expression:

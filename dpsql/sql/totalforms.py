@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import typing as t
 
-import sqlglot
 from sqlglot import exp
 
 from dpsql.sql import nonraising
@@ -39,7 +38,7 @@ BUDGET = 64
 #: The most operations (and parentheses) of one arithmetic region.
 REGION = 12
 
-_ARITH = (*nonraising._ARITHMETIC, exp.Neg, exp.Abs)
+_ARITH = (*nonraising.ARITHMETIC, exp.Neg, exp.Abs)
 _INERT = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.DataType, exp.Identifier, exp.Var, exp.Star,
           exp.Query, exp.Subquery, exp.Placeholder, exp.Parameter)
 _HOLE = "dpsql_hole"
