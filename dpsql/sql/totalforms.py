@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import typing as t
 
+import sqlglot  # noqa: F401 - the doctests parse with it
 from sqlglot import exp
 
 from dpsql.sql import nonraising
