@@ -42,6 +42,10 @@ RAISES: dict[str, tuple[str, str]] = {
     "Sub": ("an integer or DECIMAL(38, s) result past its type's range", "range guard"),
     "Mul": ("an integer or DECIMAL(38, s) result past its type's range", "range guard"),
     "DateArith": ("a day past DATE's range (d + n, d - n)", "range guard on the day number"),
+    "Add2": ("a TIMESTAMP past its range (ts + INTERVAL, d + INTERVAL), INTERVAL parts past INTEGER",
+             "range guard in days"),
+    "Interval": ("as Add2 (d + INTERVAL 1 DAY past TIMESTAMP's range)", "range guard in days"),
+    "TsOrDsAdd": ("as Add2 (ts + INTERVAL 1 DAY at the end of TIMESTAMP's range)", "range guard in days"),
     "Neg": ("the minimum of a signed integer type, any unsigned value but 0", "range guard"),
     "Abs": ("the minimum of a signed integer type", "range guard"),
     "IntDiv": ("a zero divisor (also in DOUBLE); the minimum // -1", "divisor and range guard"),
@@ -102,9 +106,6 @@ REFUSED: dict[str, str] = {
 }
 #: What stays open (docs/choices.md): TRY still makes it total, at the cost of its fallback.
 OPEN: dict[str, str] = {
-    "Add2": "TIMESTAMP/INTERVAL arithmetic past the range ends (ts + INTERVAL, d + INTERVAL, INTERVAL + INTERVAL)",
-    "Interval": "as Add2 (d + INTERVAL 1 DAY on the last day of DATE's range)",
-    "TsOrDsAdd": "as Add2 (ts + INTERVAL 1 DAY at the end of TIMESTAMP's range)",
     "DateAdd": "date_add(d, v) of an INTERVAL column, which sqlglot writes as INTERVAL (v) DAY: fails on every row",
 }
 
@@ -131,7 +132,18 @@ _HI = ("CASE typeof(__t) WHEN 'TINYINT' THEN 127 WHEN 'SMALLINT' THEN 32767 WHEN
 _CHECKED = ("typeof(__t) IN ('TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT', 'UTINYINT', 'USMALLINT',"
             " 'UINTEGER', 'UBIGINT', 'UHUGEINT', 'DATE') OR starts_with(typeof(__t), 'DECIMAL(38,')")
 #: NULL in the DOUBLE value is a NULL leaf (or an infinite date), on which DuckDB does not raise.
-_FITS = f"CASE WHEN {_CHECKED} THEN COALESCE(__a BETWEEN {_LO} AND {_HI}, true) ELSE true END"
+#: TIMESTAMP and INTERVAL results are checked in days (an INTERVAL leaf counts by DuckDB's
+#: ``epoch``, a year as 365.25 days, a month of the rest as 30; a TIMESTAMP leaf by its day):
+#: 0.1% and 31 days inside TIMESTAMP's range (±106,751,991 days; the ns type's ±106,751), and an
+#: INTERVAL within ±1.06e8 days, where none of its three parts (INTEGER months and days, BIGINT
+#: microseconds) can have overflowed.
+_INSTANTS = ("typeof(__t) IN ('TIMESTAMP', 'TIMESTAMP WITH TIME ZONE', 'TIMESTAMP_S', 'TIMESTAMP_MS', "
+             "'TIMESTAMP_NS', 'INTERVAL')")
+_DAYS = "CASE typeof(__t) WHEN 'TIMESTAMP_NS' THEN 106613 WHEN 'INTERVAL' THEN 106000000 ELSE 106645208 END"
+_FITS = (f"CASE WHEN {_CHECKED} THEN COALESCE(__a BETWEEN {_LO} AND {_HI}, true) "
+         f"WHEN {_INSTANTS} THEN COALESCE(abs(__a) <= {_DAYS}, true) ELSE true END")
+#: How many times :data:`_FITS` prints its value (``__a``) and its typed expression (``__t``).
+FITS_COPIES = {"this": _FITS.count("__a"), "type": _FITS.count("__t")}
 _WIDTH = ("CASE typeof(__t) WHEN 'TINYINT' THEN 7 WHEN 'SMALLINT' THEN 15 WHEN 'INTEGER' THEN 31"
           " WHEN 'BIGINT' THEN 63 WHEN 'HUGEINT' THEN 127 WHEN 'UTINYINT' THEN 7 WHEN 'USMALLINT' THEN 15"
           " WHEN 'UINTEGER' THEN 31 WHEN 'UBIGINT' THEN 63 WHEN 'UHUGEINT' THEN 127 ELSE 1e9 END")
@@ -193,7 +205,7 @@ _TEMPLATES: dict[str, str] = {
     "fits": "CASE WHEN __f THEN __r END",
     "shift": f"CASE WHEN TRY_CAST(__b AS DOUBLE) >= 0 AND TRY_CAST(__b AS DOUBLE) <= {_WIDTH} "
              "AND COALESCE(TRY_CAST(__a AS DOUBLE) >= 0, true) THEN __r END",
-    "leaf": "COALESCE(__a, __b - DATE '1970-01-01')",
+    "leaf": "COALESCE(__a, __b - DATE '1970-01-01', epoch(__c) / 86400.0)",
     "positive": "CASE WHEN TRY_CAST(__a AS DOUBLE) > 0 THEN __r END",
     "at_least_0": "CASE WHEN TRY_CAST(__a AS DOUBLE) >= 0 THEN __r END",
     "log_base": "CASE WHEN TRY_CAST(__a AS DOUBLE) > 0 AND TRY_CAST(__a AS DOUBLE) <> 1 "
@@ -265,13 +277,18 @@ def _shadow(raw: exp.Expression) -> exp.Expression:
 
 
 def _leaf(raw: exp.Expression, to: exp.DataType) -> exp.Expression:
-    """A leaf's value as a number: itself, or a date's day number (DATE ± n and DATE - DATE).
+    """A leaf's value as a number: itself, a date's or timestamp's day number, or an interval's
+    length in days (DATE ± n, DATE - DATE, TIMESTAMP ± INTERVAL, INTERVAL ± INTERVAL).
 
     >>> _leaf(exp.column("d"), _DOUBLE).sql("duckdb")
-    "COALESCE(TRY_CAST(d AS DOUBLE), TRY_CAST(d AS DATE) - CAST('1970-01-01' AS DATE))"
+    "COALESCE(TRY_CAST(d AS DOUBLE), TRY_CAST(d AS DATE) - CAST('1970-01-01' AS DATE), EPOCH(TRY_CAST(d AS INTERVAL)) / 86400.0)"
     """
     value = raw.copy()  # a column, a constant or a bound value (dpsql.sql.totalforms): nothing to guard
-    return _fill("leaf", a=exp.TryCast(this=value, to=to.copy()), b=exp.TryCast(this=value.copy(), to=_DATE.copy()))
+    if isinstance(value, exp.Literal) and not value.is_string:
+        return exp.TryCast(this=value, to=to.copy())
+    return _fill("leaf", ("a", "b", "c"), a=exp.TryCast(this=value, to=to.copy()),
+                 b=exp.TryCast(this=value.copy(), to=_DATE.copy()),
+                 c=exp.TryCast(this=value.copy(), to=exp.DataType.build("INTERVAL")))
 
 
 def _nonzero(node: exp.Expression) -> bool:

@@ -67,8 +67,24 @@ def _inert(node: exp.Expression) -> bool:
     return isinstance(node, _INERT) or node.find(exp.Column) is None
 
 
-def _size(node: exp.Expression) -> int:
-    return sum(1 for _ in node.walk())
+#: What one :class:`~dpsql.sql.nonraising.Fits` node weighs in the text it prints (its CASE).
+_FITS_WEIGHT = 300
+
+
+def _tally(node: exp.Expression, counts: dict[t.Any, int] | None = None, times: int = 1) -> int:
+    """The weight of ``node``'s text: its nodes, each as many times as it is printed (a
+    :class:`~dpsql.sql.nonraising.Fits` prints its value and type several times), adding each
+    placeholder's count to ``counts``."""
+    key = _hole_of(node)
+    if key is not None and counts is not None:
+        counts[key] = counts.get(key, 0) + times
+    total = times * (_FITS_WEIGHT if isinstance(node, nonraising.Fits) else 1)
+    for k, value in node.args.items():
+        inner = times * nonraising.FITS_COPIES.get(k, 1) if isinstance(node, nonraising.Fits) else times
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, exp.Expression):
+                total += _tally(child, counts, inner)
+    return total
 
 
 def _rebuilt(node: exp.Expression, child: t.Callable[[exp.Expression], exp.Expression]) -> exp.Expression:
@@ -84,13 +100,15 @@ def _rebuilt(node: exp.Expression, child: t.Callable[[exp.Expression], exp.Expre
     return node.__class__(**args)
 
 
-def _hole(i: int) -> exp.Column:
-    col = exp.column(f"__dpsql_hole{i}")
-    col.meta[_HOLE] = i
+def _hole(i: int, kind: str = "value") -> exp.Column:
+    """Placeholder ``i``: for the guarded value, or (``kind="type"``) for an expression of its
+    type that is only read by ``typeof``, which may be the raw argument."""
+    col = exp.column(f"__dpsql_{kind}{i}")
+    col.meta[_HOLE] = (kind, i)
     return col
 
 
-def _hole_of(node: exp.Expression) -> int | None:
+def _hole_of(node: exp.Expression) -> tuple[str, int] | None:
     return node._meta.get(_HOLE) if isinstance(node, exp.Column) and node._meta else None
 
 
@@ -110,28 +128,31 @@ def _lambda(value: exp.Expression, body: exp.Expression, name: str) -> exp.Expre
     return exp.Bracket(this=fn, expressions=[exp.Literal.number(0)])  # sqlglot counts from 0
 
 
-def _bind(out: exp.Expression, values: list[exp.Expression], original: exp.Expression) -> exp.Expression:
-    """``out`` (a rule's form over placeholders) with each placeholder's guarded value: pasted where
-    its copies stay within :data:`BUDGET`, else bound once by a lambda; ``original`` kept for
-    :func:`unguarded`."""
-    counts = [0] * len(values)
-    for n in out.walk():
-        i = _hole_of(n)
-        if i is not None:
-            counts[i] += 1
-    bound = [i for i, v in enumerate(values) if (counts[i] - 1) * _size(v) > BUDGET]
+def _bind(out: exp.Expression, values: list[exp.Expression], original: exp.Expression,
+          raws: list[exp.Expression] | None = None) -> exp.Expression:
+    """``out`` (a rule's form over placeholders) with each placeholder's guarded value (its raw
+    argument, ``raws``, where only its type is read): pasted where the copies stay within
+    :data:`BUDGET`, else bound once by a lambda; ``original`` kept for :func:`unguarded`."""
+    counts: dict[t.Any, int] = {}
+    _tally(out, counts)
+    types = raws or values
     names: dict[int, str] = {}
-    for i in bound:
-        names[i] = _param(out) + f"_{i}"
+    for i, value in enumerate(values):
+        extra = (counts.get(("value", i), 0) - 1) * _tally(value) + counts.get(("type", i), 0) * _tally(types[i])
+        if extra > BUDGET:
+            names[i] = _param(out) + f"_{i}"
 
     def fill(n: exp.Expression) -> exp.Expression:
-        i = _hole_of(n)
-        if i is None:
+        hole = _hole_of(n)
+        if hole is None:
             return n
-        return exp.to_identifier(names[i]) if i in names else values[i].copy()
+        kind, i = hole
+        if i in names:
+            return exp.to_identifier(names[i])
+        return (values if kind == "value" else types)[i].copy()
 
     out = out.transform(fill, copy=False)
-    for i in reversed(bound):  # the first value outermost; each is computed before its body runs
+    for i in sorted(names, reverse=True):  # the first value outermost; each is computed before its body runs
         out = _lambda(values[i], out, names[i])
     out.meta["unguarded"] = _Original(original)
     return out
@@ -194,6 +215,17 @@ def _checked(light: exp.Expression) -> exp.Expression:
     return light.copy()
 
 
+def _typed(out: exp.Expression) -> exp.Expression:
+    """``out`` with the placeholders that only a range check's ``typeof`` reads made type
+    placeholders (filled with the raw argument, which is never evaluated there)."""
+    for fits in list(out.find_all(nonraising.Fits)):
+        for n in list(fits.args["type"].walk()):
+            hole = _hole_of(n)
+            if hole is not None:
+                n.replace(_hole(hole[1], "type"))
+    return out
+
+
 def _arithmetic(node: exp.Expression) -> exp.Expression:
     """The guarded form of an arithmetic region rooted at ``node``."""
     leaves: list[exp.Expression] = []
@@ -201,10 +233,11 @@ def _arithmetic(node: exp.Expression) -> exp.Expression:
     values = [guard(leaf) for leaf in leaves]
 
     def plain(n: exp.Expression) -> exp.Expression:  # the region over guarded leaves, unchecked
-        i = _hole_of(n)
-        return values[i].copy() if i is not None else n
+        hole = _hole_of(n)
+        return values[hole[1]].copy() if hole is not None else n
 
-    return _bind(_checked(light), values, light.copy().transform(plain, copy=False))
+    original = light.copy().transform(plain, copy=False)
+    return _bind(_typed(_checked(light)), values, original, leaves)
 
 
 def guard(node: exp.Expression) -> exp.Expression:
