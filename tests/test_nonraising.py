@@ -8,6 +8,8 @@ where DuckDB does not raise, NULL where it does).
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import pytest
 import sqlglot
@@ -62,6 +64,11 @@ _NEAR_LIMIT = ("(new IS NULL AND (" + " OR ".join(
     " OR new IS NULL AND year(TRY_CAST(old AS TIMESTAMP)) IN (-290308, 294247))")
 
 
+#: Calls whose meaning is DuckDB's own function, not sqlglot's text of it: ``date_add(d, v)`` of an
+#: INTERVAL column is ``d + INTERVAL (v) DAY`` in sqlglot, which fails on every row.
+NATIVE = frozenset({"DateAdd"})
+
+
 @pytest.mark.parametrize("name", sorted(set(raising.CALLS) - set(OPEN)))
 def test_guarded_values_equal_duckdbs_or_null(name: str, con: duckdb.DuckDBPyConnection) -> None:
     """Meaning kept, for every probed call (raising or not): on every corpus row the guarded form
@@ -70,6 +77,8 @@ def test_guarded_values_equal_duckdbs_or_null(name: str, con: duckdb.DuckDBPyCon
         for s, letters in raising._expand(spelling):
             e = raising.expression(s, letters)
             raw, new = e.sql("duckdb"), unwrapped(e).sql("duckdb")
+            if name in NATIVE:  # sqlglot's own text of it fails on every row: DuckDB's function is the meaning
+                raw = re.sub(r"\{[A-Z]\}", lambda _m, n=iter(range(9)): f"c{next(n)}", s)
             if not raising.admitted(s, letters):
                 continue
             # before DuckDB 2.0, the minimum % -1 raises; the form gives 2.0's value, 0

@@ -253,7 +253,30 @@ def guard(node: exp.Expression) -> exp.Expression:
         return node.copy()
     if isinstance(node, _ARITH):
         return _arithmetic(node)
+    if _day_add(node):
+        out = guard(exp.Add(this=node.this.copy(), expression=_days(node.expression)))
+        out.meta["unguarded"] = _Original(_rebuilt(node, guard))
+        return out
     return _call(node)
+
+
+def _day_add(node: exp.Expression) -> bool:
+    """Whether ``node`` is ``date_add(d, v)`` of a value that is no interval written as such:
+    sqlglot prints it ``d + INTERVAL (v) DAY``, which fails on every row where ``v`` is an
+    INTERVAL column, and past INTEGER where it is a number."""
+    if not isinstance(node, exp.DateAdd) or node.args.get("unit") is not None:
+        return False
+    return not isinstance(node.expression, (exp.Interval, exp.Literal))
+
+
+def _days(value: exp.Expression) -> exp.Expression:
+    """``value`` as an interval: itself where it is one, else that many days (NULL past INTEGER).
+
+    >>> _days(exp.column("v")).sql("duckdb")
+    'COALESCE(TRY_CAST(v AS INTERVAL), TO_DAYS(TRY_CAST(v AS INT)))'
+    """
+    as_days = exp.Anonymous(this="to_days", expressions=[exp.TryCast(this=value.copy(), to=exp.DataType.build("INT"))])
+    return exp.Coalesce(this=exp.TryCast(this=value.copy(), to=exp.DataType.build("INTERVAL")), expressions=[as_days])
 
 
 def guarded(node: exp.Expression) -> exp.Expression:
