@@ -41,6 +41,7 @@ _SLOW = (
 #: out of every parallel run; CI runs them alone with ``pytest -m timed -n 0``.
 _TIMED = (
     "tests/test_oracles.py::test_a_matching_row_does_not_change_the_outcome[class10",
+    "tests/test_oracles.py::test_rows_that_fail_under_try_do_not_change_the_run_time",
     "tests/test_serve_security.py::test_wrong_passwords_wait_longer_each_time_and_are_logged",
     "tests/test_serve_security.py::test_unauthenticated_sockets_are_closed_after_the_login_timeout",
 )

@@ -77,8 +77,7 @@ _FUNCTIONS = _classes(
 
 #: DuckDB scalar functions that sqlglot keeps as ``Anonymous`` (lower-case names).
 ANONYMOUS = frozenset({
-    "isfinite", "even", "gcd", "lcm", "greatest_common_divisor", "least_common_multiple",
-    "strlen", "prefix", "suffix", "hash", "strip_accents", "ord", "bit_count", "to_base",
+    "isfinite", "even", "strlen", "prefix", "suffix", "hash", "strip_accents", "ord", "bit_count", "to_base",
     "date_part", "datepart", "iff", "nullif", "ifnull", "ceiling", "log10", "log2",
     "damerau_levenshtein", "hamming", "jaro_similarity", "jaro_winkler_similarity", "jaccard",
     "mismatches", "nfc_normalize", "lcase", "ucase", "signbit",
@@ -116,7 +115,35 @@ _WHY = {
     "rpad": "its running time grows with a value", "range": "it turns one row into many",
     "generate_series": "it turns one row into many", "unnest": "it turns one row into many",
     "generate_subscripts": "it turns one row into many",
+    **{name: "it fails on values near its type's limits (dpsql.sql.nonraising.REFUSED); compute it with % "
+       "in a CASE instead" for name in ("gcd", "lcm", "greatest_common_divisor", "least_common_multiple")},
 }
+
+#: Arguments that must not read a row: a JSON path or a date format read from a row could be
+#: invalid on that row and make it fail (DuckDB checks a constant one when it plans). Patterns of
+#: regular expressions get the same rule from the size model (:mod:`dpsql.sql.sizerules`).
+_LITERAL_ARGS: dict[type[exp.Expression], tuple[str, ...]] = {
+    cls: args for cls, args in (
+        (getattr(exp, name, None), args) for name, args in (
+            ("JSONExtract", ("expression",)), ("JSONExtractScalar", ("expression",)),
+            ("StrToTime", ("format",)), ("StrToDate", ("format",)),
+        )
+    ) if isinstance(cls, type)
+}
+
+
+def _literal_args(node: exp.Expression, where: str, table: str) -> None:
+    """Refuse a pattern, path or format of ``node`` that is not written as a literal."""
+    for key in _LITERAL_ARGS.get(type(node), ()):
+        arg = node.args.get(key)
+        if arg is None or isinstance(arg, exp.JSONPath) or arg.find(exp.Column) is None:
+            continue
+        name = {"StrToTime": "strptime", "StrToDate": "strptime", "JSONExtractScalar": "json_extract_string"}.get(
+            type(node).__name__, "json_extract")
+        raise PrivacyError(
+            f"{name}() over private table {table} needs its {key if key != 'expression' else 'path'} "
+            f"written as a literal in {where}: one read from a row could fail on that row"
+        )
 
 
 _name = call_name
@@ -169,6 +196,7 @@ def check_rowwise(node: exp.Expression, where: str, table: str,
                 f"a cast to {n.sql(dialect='duckdb')} is not allowed in {where} of a DP query over "
                 f"{table}: only scalar types"
             )
+        _literal_args(n, where, table)
         if isinstance(n, exp.In) and (n.args.get("query") or n.args.get("unnest") or n.args.get("field")):
             raise PrivacyError(f"subqueries are not allowed in {where} of a DP query over {table}")
     return measure(nodes, where, table, column)

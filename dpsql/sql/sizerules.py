@@ -358,7 +358,7 @@ def _iff(node: exp.Anonymous, get: Get) -> Size:
 #: DuckDB functions sqlglot keeps as ``Anonymous``, by lower-case name
 NAMED: dict[str, Rule] = {
     **dict.fromkeys((
-        "even", "gcd", "lcm", "greatest_common_divisor", "least_common_multiple", "strlen", "hash",
+        "even", "strlen", "hash",
         "ord", "bit_count", "to_base", "date_part", "datepart", "ceiling", "log10", "log2",
         "yearweek", "isodow", "era", "decade", "century", "millennium",
         "epoch_ms", "epoch_us", "epoch_ns", "make_time", "make_timestamp", "to_days", "to_hours",

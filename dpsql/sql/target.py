@@ -59,7 +59,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from dpsql.sql import spark_gate
+from dpsql.sql import spark_gate, totalforms
 from dpsql.sql import target_joins as joins
 
 
@@ -141,6 +141,7 @@ class SparkTarget(Target):
         """``tree`` (DuckDB's forms) with Spark's forms, in place: QUALIFY (innermost first: one
         nested in another one's FROM is rewritten before it is copied), then every node form of
         the module's table."""
+        tree = totalforms.unguarded(tree)  # DuckDB's non-raising forms: Spark has its own
         for select in [n for n in tree.walk(bfs=False) if isinstance(n, exp.Select)][::-1]:
             if select.args.get("qualify") is not None:
                 new = joins.qualify(select)

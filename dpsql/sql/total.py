@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpsql.sql.totalforms import guarded
+
 _LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Star, exp.DataType, exp.Identifier,
            exp.Var, exp.Placeholder, exp.Parameter, exp.Try)
 #: Clauses inside an aggregate or window call: not values, so only their contents are wrapped.
@@ -53,9 +55,16 @@ def _wrap(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def total(node: exp.Expression) -> exp.Expression:
-    """A copy of ``node`` that no value can make fail (TRY_CAST for CAST, TRY(...) around the rest)."""
-    copy = node.copy().transform(
+def unwrapped(node: exp.Expression) -> exp.Expression:
+    """A copy of ``node`` in the forms that cannot raise, before TRY(...) wraps it: every call
+    that could raise in its guarded form (:mod:`dpsql.sql.totalforms`), TRY_CAST for CAST."""
+    casts = node.copy().transform(
         lambda n: exp.TryCast(this=n.this, to=n.args["to"]) if type(n) is exp.Cast else n, copy=False
     )
-    return _wrap(copy)
+    return guarded(casts)  # after the casts, so that Spark's form (the guards' originals) has them too
+
+
+def total(node: exp.Expression) -> exp.Expression:
+    """A copy of ``node`` that no value can make fail: :func:`unwrapped`, and TRY(...) around the
+    rest as the last safety net."""
+    return _wrap(unwrapped(node))
