@@ -26,7 +26,9 @@ expression over private rows gets a *size model*, computed in the allowlist's ow
 
 Matching itself is linear: DuckDB runs regular expressions (``regexp_*``, ``SIMILAR TO``) on
 RE2, which never backtracks, and ``LIKE``, ``GLOB`` and ``contains``/``strpos`` measured linear
-on inputs built to make a backtracking matcher quadratic (tests/test_oracles.py). Numeric
+on inputs built to make a backtracking matcher quadratic (tests/test_oracles.py); before DuckDB
+2.0, ``LIKE``, ``ILIKE`` and ``GLOB`` backtrack, so there a pattern must be a literal and one
+with several wildcards runs on RE2 (:mod:`dpsql.sql.likes`). Numeric
 functions run in constant time whatever their value: ``factorial`` past 33 and ``pow`` past the
 range of DOUBLE overflow (NULL under ``TRY``), ``gcd``/``lcm`` work on fixed-width integers.
 

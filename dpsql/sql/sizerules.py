@@ -9,6 +9,8 @@ import typing as t
 
 from sqlglot import exp
 
+from dpsql.sql.nonraising import OLDER
+
 #: the longest text of any fixed-width value (a HUGEINT written as a BIT string)
 SCALAR = 128
 #: the work of a byte that a regular expression replacement reads or writes
@@ -232,7 +234,10 @@ def _constant_pattern(node: t.Any, pattern: t.Any, get: Get) -> None:
 def _search(node: t.Any, get: Get) -> Work:
     """LIKE, GLOB, contains, hamming, ...: a fixed-width answer after one pass over the
     arguments (DuckDB's matchers measured linear, also on inputs that make backtracking
-    quadratic)."""
+    quadratic). Before DuckDB 2.0, LIKE, ILIKE and GLOB backtrack: their pattern must be a
+    literal, which :mod:`dpsql.sql.likes` gives to RE2."""
+    if OLDER and isinstance(node, (exp.Like, exp.ILike, exp.Glob)):
+        _constant_pattern(node, node.expression, get)
     wa, wb = sum_of_inputs(node, get)  # the bytes it reads: its arguments, once
     return 0.0, 5.0 if isinstance(node, exp.Predicate) else float(SCALAR), wa, wb
 

@@ -32,7 +32,7 @@ import typing as t
 import sqlglot  # noqa: F401 - the doctests parse with it
 from sqlglot import exp
 
-from dpsql.sql import nonraising
+from dpsql.sql import likes, nonraising
 
 #: The most nodes that the copies of one pasted argument may add to a rule's form.
 BUDGET = 64
@@ -253,6 +253,11 @@ def guard(node: exp.Expression) -> exp.Expression:
         return node.copy()
     if isinstance(node, _ARITH):
         return _arithmetic(node)
+    older = likes.as_regexp(node) if nonraising.OLDER else None
+    if older is not None:  # DuckDB before 2.0 backtracks on LIKE
+        out = guard(older)
+        out.meta["unguarded"] = _Original(_rebuilt(node, guard))
+        return out
     if _day_add(node):
         out = guard(exp.Add(this=node.this.copy(), expression=_days(node.expression)))
         out.meta["unguarded"] = _Original(_rebuilt(node, guard))
