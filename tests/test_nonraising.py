@@ -15,6 +15,7 @@ import pytest
 import sqlglot
 
 from dpsql.sql.nonraising import OLDER, OPEN, RAISES
+from dpsql.sql import leaftypes
 from dpsql.sql.total import total, unwrapped
 from tests import raising
 
@@ -39,11 +40,21 @@ def test_every_allowlisted_name_is_probed() -> None:
     assert unprobed == UNPROBED, sorted(unprobed ^ UNPROBED)
 
 
-def test_guarded_forms_raise_nothing_but_the_open_ones(con: duckdb.DuckDBPyConnection) -> None:
+def _guarded(e: sqlglot.exp.Expression, letters: list[str], typed: bool) -> str:
+    """The form that cannot raise: with the columns' types known (as a query's catalog gives
+    them, dpsql.sql.leaftypes) or not (the general checks over ``typeof``)."""
+    if not typed:
+        return unwrapped(e).sql("duckdb")
+    with leaftypes.columns({f"c{i}": raising.CORPUS[x][0] for i, x in enumerate(letters)}):
+        return unwrapped(e).sql("duckdb")
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["typeof", "typed"])
+def test_guarded_forms_raise_nothing_but_the_open_ones(typed: bool, con: duckdb.DuckDBPyConnection) -> None:
     still: set[str] = set()
     for name, spelling, letters in _cases():
         e = raising.expression(spelling, letters)
-        if raising.raises(con, unwrapped(e).sql("duckdb"), letters, example=False):
+        if raising.raises(con, _guarded(e, letters, typed), letters, example=False):
             still.add(name)
     assert still == set(OPEN), (sorted(still - set(OPEN)), sorted(set(OPEN) - still))
 
@@ -69,14 +80,15 @@ _NEAR_LIMIT = ("(new IS NULL AND (" + " OR ".join(
 NATIVE = frozenset({"DateAdd"})
 
 
+@pytest.mark.parametrize("typed", [False, True], ids=["typeof", "typed"])
 @pytest.mark.parametrize("name", sorted(set(raising.CALLS) - set(OPEN)))
-def test_guarded_values_equal_duckdbs_or_null(name: str, con: duckdb.DuckDBPyConnection) -> None:
+def test_guarded_values_equal_duckdbs_or_null(name: str, typed: bool, con: duckdb.DuckDBPyConnection) -> None:
     """Meaning kept, for every probed call (raising or not): on every corpus row the guarded form
     equals TRY(raw), DuckDB's value where it does not raise and NULL where it does."""
     for spelling in raising.CALLS[name]:
         for s, letters in raising._expand(spelling):
             e = raising.expression(s, letters)
-            raw, new = e.sql("duckdb"), unwrapped(e).sql("duckdb")
+            raw, new = e.sql("duckdb"), _guarded(e, letters, typed)
             if name in NATIVE:  # sqlglot's own text of it fails on every row: DuckDB's function is the meaning
                 holes = iter(range(len(letters)))
                 raw = re.sub(r"\{[A-Z]\}", lambda _m: f"c{next(holes)}", s)

@@ -151,6 +151,7 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
     from dpsql.sql import dialect
     from dpsql.sql.bigquery import translate
     from dpsql.sql.bind import bind
+    from dpsql.sql import leaftypes
     from dpsql.sql.plain import apply_defaults
 
     target = engine.target
@@ -159,25 +160,37 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
     rewrites = translate(parsed, policy) + apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
     database = database_of(parsed.this, policy, engine)
-    bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
-                 read_public=engine.public_rows)
-    if bound.public:
-        return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
-    target.check_query(parsed.this)  # after every refusal the engines share
-    try:
-        p = plan(bound, policy, engine=engine)
-    except ValueError as err:
-        # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
-        # infinite): it depends on the query alone, so say why, as a dpsql error.
-        raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
-    rewritten = rewrite(p, target)
-    search_sql = ""
-    if p.searches:
-        from dpsql.engine.found import statement
+    with leaftypes.columns(_column_types(parsed.this, engine)):
+        bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
+                     read_public=engine.public_rows)
+        if bound.public:
+            return PreparedQuery(text=text, bound=bound, rewrites=rewrites, canonical=canonical, target=target)
+        target.check_query(parsed.this)  # after every refusal the engines share
+        try:
+            p = plan(bound, policy, engine=engine)
+        except ValueError as err:
+            # A calibration outside floating point (e.g. epsilon = 1e-300 makes the noise scale
+            # infinite): it depends on the query alone, so say why, as a dpsql error.
+            raise OptionError(f"cannot calibrate the noise for these options: {err}") from None
+        rewritten = rewrite(p, target)
+        search_sql = ""
+        if p.searches:
+            from dpsql.engine.found import statement
 
-        search_sql = statement(p, target)
+            search_sql = statement(p, target)
     return PreparedQuery(text=text, bound=bound, plan=p, rewritten=rewritten, rewrites=rewrites,
                          canonical=canonical, target=target, search_sql=search_sql, policy=policy)
+
+
+def _column_types(tree: t.Any, engine: "Backend") -> dict[str, str]:
+    """Name → catalog type of the columns of the tables ``tree`` reads (for the range checks of
+    :mod:`dpsql.sql.leaftypes`; a name two tables type differently is left out)."""
+    from sqlglot import exp
+
+    from dpsql.sql.leaftypes import merged
+
+    names = {".".join(p for p in (tbl.catalog, tbl.db, tbl.name) if p) for tbl in tree.find_all(exp.Table)}
+    return merged(engine.columns(name) for name in sorted(names) if name)
 
 
 def _canonical(parsed: t.Any) -> str:

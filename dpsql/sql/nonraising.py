@@ -25,6 +25,7 @@ sqlglot tree, built from a template whose ``__a``/``__b``/``__r`` columns are re
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
 import typing as t
@@ -155,14 +156,56 @@ class Fits(exp.Expression):
     little; printed by DuckDB's generator only (Spark's statement has no guards,
     :func:`dpsql.sql.totalforms.unguarded`)."""
 
-    arg_types = {"this": True, "type": True}
+    arg_types = {"this": True, "type": True, "kind": False}
+
+    def copies(self) -> dict[str, int]:
+        """How many times the value and the typed expression are printed."""
+        return {"this": 1, "type": 0} if self.args.get("kind") else FITS_COPIES
+
+    def weight(self) -> int:
+        """The nodes' worth of text the check itself prints."""
+        return 12 if self.args.get("kind") else 300
 
 
 #: :data:`_FITS` as DuckDB text, cut at its parts (``__a`` the value, ``__t`` the typed expression).
 _FITS_TEXT = re.split(r"\b(__a|__t)\b", sqlglot.parse_one(_FITS, read="duckdb").sql("duckdb"))
 
 
+#: The range of each type a check is known to have (``typeof`` folded by dpsql.sql.leaftypes):
+#: integers and DATE's day numbers as in :data:`_LO`/:data:`_HI`, TIMESTAMP and INTERVAL in days
+#: as in :data:`_DAYS`.
+_RANGES: dict[str, tuple[str, str]] = {
+    "TINYINT": ("-128", "127"), "SMALLINT": ("-32768", "32767"), "INTEGER": ("-2147483648", "2147483647"),
+    "BIGINT": ("-9.2233720368455e18", "9.2233720368455e18"), "HUGEINT": ("-1.7014118346044e38", "1.7014118346044e38"),
+    "DATE": ("-2147483646", "2147483646"), "UTINYINT": ("0", "255"), "USMALLINT": ("0", "65535"),
+    "UINTEGER": ("0", "4294967295"), "UBIGINT": ("0", "1.8446744073691e19"), "UHUGEINT": ("0", "3.4028236692090e38"),
+    **{k: ("-106645208", "106645208") for k in ("TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS")},
+    "TIMESTAMP_NS": ("-106613", "106613"), "INTERVAL": ("-106000000", "106000000"),
+}
+
+
+def checked_range(kind: str) -> tuple[str, str] | None:
+    """The range a result of DuckDB type ``kind`` must stay in, or None where none can be left
+    (DOUBLE, FLOAT, a DECIMAL narrower than 38 digits, text...).
+
+    >>> checked_range("INTEGER"), checked_range("DECIMAL(38,2)"), checked_range("DECIMAL(18,2)")
+    (('-2147483648', '2147483647'), ('-0.999999999999e36', '0.999999999999e36'), None)
+    """
+    if kind in _RANGES:
+        return _RANGES[kind]
+    if kind.startswith("DECIMAL(38,"):
+        top = f"0.999999999999e{38 - int(kind[len('DECIMAL(38,'):-1])}"
+        return "-" + top, top
+    return None
+
+
 def _fits_sql(gen: t.Any, e: Fits) -> str:
+    kind = e.args.get("kind")
+    if kind is not None:
+        bounds = checked_range(kind.name)
+        if bounds is None:
+            return "true"
+        return f"COALESCE({gen.sql(e, 'this')} BETWEEN {bounds[0]} AND {bounds[1]}, true)"
     parts = {"__a": gen.sql(e, "this"), "__t": gen.sql(e, "type")}
     return "".join(parts.get(piece, piece) for piece in _FITS_TEXT)
 
@@ -247,6 +290,18 @@ def _fill(name: str, fresh: tuple[str, ...] = ("r", "f"), **parts: exp.Expressio
     return _template(name).copy().transform(swap, copy=False)
 
 
+#: id of a node of the expression being guarded → its DuckDB type, where dpsql.sql.leaftypes
+#: could tell (set by dpsql.sql.totalforms around one arithmetic region).
+KINDS: contextvars.ContextVar[t.Mapping[int, str] | None] = contextvars.ContextVar("kinds", default=None)
+
+
+def _kind(node: exp.Expression) -> str | None:
+    kinds = KINDS.get()
+    return kinds.get(id(node)) if kinds else None
+
+
+_TEMPORAL = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS")
+
 ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod, exp.BitwiseLeftShift)
 _DOUBLE = exp.DataType.build("DOUBLE")
 _DATE = exp.DataType.build("DATE")
@@ -270,7 +325,7 @@ def _shadow(raw: exp.Expression) -> exp.Expression:
     if isinstance(raw, (exp.IntDiv, exp.Mod)):  # a quotient bounds both well enough for a range check
         return exp.Div(this=_shadow(raw.this), expression=_shadow(raw.expression))
     if isinstance(raw, exp.BitwiseLeftShift):
-        return exp.Mul(this=_shadow(raw.this), expression=_pow2(_shadow(raw.expression)))
+        return exp.Mul(this=exp.Paren(this=_shadow(raw.this)), expression=_pow2(_shadow(raw.expression)))
     if isinstance(raw, (exp.Neg, exp.Abs)):
         return type(raw)(this=_shadow(raw.this))
     return _leaf(raw, _DOUBLE)
@@ -283,9 +338,16 @@ def _leaf(raw: exp.Expression, to: exp.DataType) -> exp.Expression:
     >>> _leaf(exp.column("d"), _DOUBLE).sql("duckdb")
     "COALESCE(TRY_CAST(d AS DOUBLE), TRY_CAST(d AS DATE) - CAST('1970-01-01' AS DATE), EPOCH(TRY_CAST(d AS INTERVAL)) / 86400.0)"
     """
+    kind = _kind(raw)
     value = raw.copy()  # a column, a constant or a bound value (dpsql.sql.totalforms): nothing to guard
-    if isinstance(value, exp.Literal) and not value.is_string:
+    if isinstance(value, exp.Literal) and not value.is_string or kind is not None and kind not in (*_TEMPORAL, "INTERVAL"):
         return exp.TryCast(this=value, to=to.copy())
+    if kind == "INTERVAL":  # in parentheses: sqlglot prints nested operators without them
+        return exp.Paren(this=exp.Div(this=exp.Anonymous(this="epoch", expressions=[value]),
+                                      expression=exp.Literal.number("86400.0")))
+    if kind is not None:
+        return exp.Paren(this=exp.Sub(this=exp.TryCast(this=value, to=_DATE.copy()),
+                                      expression=exp.cast(exp.Literal.string("1970-01-01"), "DATE")))
     return _fill("leaf", ("a", "b", "c"), a=exp.TryCast(this=value, to=to.copy()),
                  b=exp.TryCast(this=value.copy(), to=_DATE.copy()),
                  c=exp.TryCast(this=value.copy(), to=exp.DataType.build("INTERVAL")))
@@ -317,7 +379,13 @@ def arithmetic(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
         if OLDER and not (_nonzero(raw.expression) and raw.expression.this not in ("-1", "-1.0")):
             new = exp.Mod(this=new.this, expression=exp.Paren(this=_fill("minus_one", b=new.expression)))
         return new if _nonzero(raw.expression) else _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
-    out = _fill("fits", f=Fits(this=exp.Paren(this=_shadow(raw)), type=raw.copy()), r=new)
+    kind = _kind(raw)
+    if kind is not None and checked_range(kind) is None:
+        out = new  # a DOUBLE or a narrow DECIMAL: nothing to overflow
+    else:
+        check = Fits(this=exp.Paren(this=_shadow(raw)), type=raw.copy(),
+                     kind=exp.Literal.string(kind) if kind is not None else None)
+        out = _fill("fits", f=check, r=new)
     if isinstance(raw, exp.IntDiv):
         return _fill("divisor", ("b", "r"), b=exp.Paren(this=_shadow(raw.expression)), r=out)
     if isinstance(raw, exp.BitwiseLeftShift):

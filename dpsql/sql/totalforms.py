@@ -32,7 +32,7 @@ import typing as t
 import sqlglot  # noqa: F401 - the doctests parse with it
 from sqlglot import exp
 
-from dpsql.sql import likes, nonraising
+from dpsql.sql import leaftypes, likes, nonraising
 
 #: The most nodes that the copies of one pasted argument may add to a rule's form.
 BUDGET = 64
@@ -67,10 +67,6 @@ def _inert(node: exp.Expression) -> bool:
     return isinstance(node, _INERT) or node.find(exp.Column) is None
 
 
-#: What one :class:`~dpsql.sql.nonraising.Fits` node weighs in the text it prints (its CASE).
-_FITS_WEIGHT = 300
-
-
 def _tally(node: exp.Expression, counts: dict[t.Any, int] | None = None, times: int = 1) -> int:
     """The weight of ``node``'s text: its nodes, each as many times as it is printed (a
     :class:`~dpsql.sql.nonraising.Fits` prints its value and type several times), adding each
@@ -78,9 +74,10 @@ def _tally(node: exp.Expression, counts: dict[t.Any, int] | None = None, times: 
     key = _hole_of(node)
     if key is not None and counts is not None:
         counts[key] = counts.get(key, 0) + times
-    total = times * (_FITS_WEIGHT if isinstance(node, nonraising.Fits) else 1)
+    fits = isinstance(node, nonraising.Fits)
+    total = times * (node.weight() if fits else 1)
     for k, value in node.args.items():
-        inner = times * nonraising.FITS_COPIES.get(k, 1) if isinstance(node, nonraising.Fits) else times
+        inner = times * node.copies().get(k, 1) if fits else times
         for child in value if isinstance(value, list) else [value]:
             if isinstance(child, exp.Expression):
                 total += _tally(child, counts, inner)
@@ -237,7 +234,24 @@ def _arithmetic(node: exp.Expression) -> exp.Expression:
         return values[hole[1]].copy() if hole is not None else n
 
     original = light.copy().transform(plain, copy=False)
-    return _bind(_typed(_checked(light)), values, original, leaves)
+    token = nonraising.KINDS.set(_kinds(light, leaves))
+    try:
+        checked = _checked(light)
+    finally:
+        nonraising.KINDS.reset(token)
+    return _bind(_typed(checked), values, original, leaves)
+
+
+def _kinds(light: exp.Expression, leaves: list[exp.Expression]) -> dict[int, str] | None:
+    """The DuckDB type of each operation and leaf of a region (dpsql.sql.leaftypes), by node id,
+    or None when one cannot be known before the data."""
+    def raw(n: exp.Expression) -> exp.Expression:
+        hole = _hole_of(n)
+        return leaves[hole[1]].copy() if hole is not None else n
+
+    nodes = [n for n in light.walk() if isinstance(n, (*_ARITH, exp.Column))]
+    types = leaftypes.types_of([n.copy().transform(raw, copy=False) for n in nodes])
+    return {id(n): typ for n, typ in zip(nodes, types)} if types is not None else None
 
 
 def guard(node: exp.Expression) -> exp.Expression:
