@@ -14,8 +14,8 @@ import duckdb
 import pytest
 import sqlglot
 
-from dpsql.sql.nonraising import OLDER, OPEN, RAISES
 from dpsql.sql import leaftypes
+from dpsql.sql.nonraising import OLDER, OPEN, RAISES
 from dpsql.sql.total import total, unwrapped
 from tests import raising
 

@@ -148,10 +148,9 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
     # opening a connection, and the shell's first prompt, stay fast.
     from dpsql.engine.plan import plan
     from dpsql.engine.rewrite import rewrite
-    from dpsql.sql import dialect
+    from dpsql.sql import dialect, leaftypes
     from dpsql.sql.bigquery import translate
     from dpsql.sql.bind import bind
-    from dpsql.sql import leaftypes
     from dpsql.sql.plain import apply_defaults
 
     target = engine.target
