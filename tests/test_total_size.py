@@ -16,6 +16,7 @@ import duckdb
 import pytest
 import sqlglot
 
+from dpsql.sql import leaftypes
 from dpsql.sql.total import unwrapped
 from dpsql.sql.totalforms import unguarded
 
@@ -104,3 +105,26 @@ def test_lambda_parameters_do_not_capture_columns() -> None:
         assert all(n.startswith("__dpsql_p") for n in names)
         assert not any(c.name in ("s", "i") for c in lam.this.find_all(sqlglot.exp.Column)
                        if c.name in names), lam.sql("duckdb")
+
+
+def test_a_type_the_catalog_got_wrong_gives_null_not_an_error(con: duckdb.DuckDBPyConnection) -> None:
+    """The range checks read the columns' types from the catalog (dpsql.sql.leaftypes) and assert
+    them: where the expression's real type differs (a name the catalog types BIGINT, read here as
+    TINYINT), the value is NULL rather than left unchecked."""
+    with leaftypes.columns({"i": "BIGINT"}):
+        text = unwrapped(sqlglot.parse_one("i * 100", read="duckdb")).sql("duckdb")
+    assert "TYPEOF(" not in text.upper().replace("TYPEOF(I * 100) = 'BIGINT'", "")
+    rows = con.execute(f"SELECT ({text}) FROM (VALUES (1::TINYINT), (2::TINYINT)) AS t(i)").fetchall()
+    assert rows == [(None,), (None,)]
+    with leaftypes.columns({"i": "TINYINT"}):
+        right = unwrapped(sqlglot.parse_one("i * 100", read="duckdb")).sql("duckdb")
+    rows = con.execute(f"SELECT ({right}) FROM (VALUES (1::TINYINT), (2::TINYINT)) AS t(i)").fetchall()
+    assert rows == [(100,), (None,)]  # TINYINT's 200 overflows: NULL, as TRY gives
+
+
+def test_known_types_make_short_checks() -> None:
+    with leaftypes.columns({"p": "DECIMAL(15,2)", "d": "DECIMAL(15,2)", "n": "INTEGER"}):
+        decimal = unwrapped(sqlglot.parse_one("p * (1 - d)", read="duckdb")).sql("duckdb")
+        integer = unwrapped(sqlglot.parse_one("n * 2 + 1", read="duckdb")).sql("duckdb")
+    assert len(decimal) < 300 and "BETWEEN" not in decimal, decimal  # no narrow DECIMAL can overflow
+    assert "BETWEEN -2147483648 AND 2147483647" in integer and "TINYINT" not in integer, integer

@@ -160,7 +160,7 @@ class Fits(exp.Expression):
 
     def copies(self) -> dict[str, int]:
         """How many times the value and the typed expression are printed."""
-        return {"this": 1, "type": 0} if self.args.get("kind") else FITS_COPIES
+        return {"this": 1, "type": 1} if self.args.get("kind") else FITS_COPIES
 
     def weight(self) -> int:
         """The nodes' worth of text the check itself prints."""
@@ -201,11 +201,12 @@ def checked_range(kind: str) -> tuple[str, str] | None:
 
 def _fits_sql(gen: t.Any, e: Fits) -> str:
     kind = e.args.get("kind")
-    if kind is not None:
+    if kind is not None:  # the type is asserted: were it another, the value is NULL, not unchecked
+        same = f"typeof({gen.sql(e, 'type')}) = {gen.sql(kind)}"
         bounds = checked_range(kind.name)
         if bounds is None:
-            return "true"
-        return f"COALESCE({gen.sql(e, 'this')} BETWEEN {bounds[0]} AND {bounds[1]}, true)"
+            return same
+        return f"({same} AND COALESCE({gen.sql(e, 'this')} BETWEEN {bounds[0]} AND {bounds[1]}, true))"
     parts = {"__a": gen.sql(e, "this"), "__t": gen.sql(e, "type")}
     return "".join(parts.get(piece, piece) for piece in _FITS_TEXT)
 
@@ -343,6 +344,7 @@ def _leaf(raw: exp.Expression, to: exp.DataType) -> exp.Expression:
     if isinstance(value, exp.Literal) and not value.is_string or kind is not None and kind not in (*_TEMPORAL, "INTERVAL"):
         return exp.TryCast(this=value, to=to.copy())
     if kind == "INTERVAL":  # in parentheses: sqlglot prints nested operators without them
+        value = exp.TryCast(this=value, to=exp.DataType.build("INTERVAL"))  # binds whatever it is
         return exp.Paren(this=exp.Div(this=exp.Anonymous(this="epoch", expressions=[value]),
                                       expression=exp.Literal.number("86400.0")))
     if kind is not None:
@@ -380,12 +382,9 @@ def arithmetic(raw: exp.Expression, new: exp.Expression) -> exp.Expression:
             new = exp.Mod(this=new.this, expression=exp.Paren(this=_fill("minus_one", b=new.expression)))
         return new if _nonzero(raw.expression) else _fill("divisor", b=exp.Paren(this=_shadow(raw.expression)), r=new)
     kind = _kind(raw)
-    if kind is not None and checked_range(kind) is None:
-        out = new  # a DOUBLE or a narrow DECIMAL: nothing to overflow
-    else:
-        check = Fits(this=exp.Paren(this=_shadow(raw)), type=raw.copy(),
-                     kind=exp.Literal.string(kind) if kind is not None else None)
-        out = _fill("fits", f=check, r=new)
+    value = exp.null() if kind is not None and checked_range(kind) is None else exp.Paren(this=_shadow(raw))
+    check = Fits(this=value, type=raw.copy(), kind=exp.Literal.string(kind) if kind is not None else None)
+    out = _fill("fits", f=check, r=new)
     if isinstance(raw, exp.IntDiv):
         return _fill("divisor", ("b", "r"), b=exp.Paren(this=_shadow(raw.expression)), r=out)
     if isinstance(raw, exp.BitwiseLeftShift):
