@@ -159,7 +159,7 @@ def prepare(text: str, policy: "Policy", engine: "Backend", parsed: t.Any = None
     rewrites = translate(parsed, policy) + apply_defaults(parsed, policy)
     canonical = _canonical(parsed)
     database = database_of(parsed.this, policy, engine)
-    with leaftypes.columns(_column_types(parsed.this, engine)):
+    with leaftypes.columns(_column_types(parsed.this, engine) if target.typed_checks else {}):
         bound = bind(parsed, policy, engine.columns, database=database, describe=engine.describe,
                      read_public=engine.public_rows)
         if bound.public:

@@ -112,7 +112,7 @@ def types_of(nodes: t.Sequence[exp.Expression]) -> list[str] | None:
     ...     types_of([exp.column("p") * 2, exp.column("n") + 1])
     ['DECIMAL(18,2)', 'INTEGER']
     """
-    if _COLUMNS.get() is None or not nodes:
+    if not _COLUMNS.get() or not nodes:  # none known (or a target that takes the checks out)
         return None
     try:  # one statement, printed once (each print sets up a generator)
         sql = exp.select(*[exp.Anonymous(this="typeof", expressions=[typed(n)]) for n in nodes]).sql("duckdb")
