@@ -202,7 +202,7 @@ def checked_range(kind: str) -> tuple[str, str] | None:
 def _fits_sql(gen: t.Any, e: Fits) -> str:
     kind = e.args.get("kind")
     if kind is not None:  # the type is asserted: were it another, the value is NULL, not unchecked
-        same = f"typeof({gen.sql(e, 'type')}) = {gen.sql(kind)}"
+        same = f"TYPEOF({gen.sql(e, 'type')}) = {gen.sql(kind)}"
         bounds = checked_range(kind.name)
         if bounds is None:
             return same
