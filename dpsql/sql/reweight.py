@@ -71,15 +71,14 @@ REWEIGHT = "reweight"
 #: c', and c_ug·k's quotient and remainder by n_u
 ROWS, UNIT_ROWS, KEPT, FLOOR, REMAINDER = "__c", "__nu", "__cw", "__f", "__r"
 
-_BIG = "HUGEINT"
-
 
 def _int(x: int) -> exp.Literal:
     return exp.Literal.number(str(int(x)))
 
 
 def _big(x: exp.Expression) -> exp.Cast:
-    return exp.Cast(this=x, to=exp.DataType.build(_BIG))
+    # the type node itself: DataType.build would parse the name each time
+    return exp.Cast(this=x, to=exp.DataType(this=exp.DataType.Type.INT128))
 
 
 def _num(x: "int | exp.Expression") -> exp.Expression:
