@@ -67,6 +67,10 @@ class SparkCompiler(Compiler):
         counted = self.from_histograms(st)
         return Compiled(counted) if counted is not None else super().compile(st)
 
+    def cte(self, alias_: str, body: exp.Expression, materialized: bool | None = None) -> exp.CTE:
+        """A CTE without DuckDB's MATERIALIZED (Spark's grammar has none)."""
+        return super().cte(alias_, body)
+
     def relation(self, rel: Relation) -> tuple[exp.Expression, list[exp.Join]]:
         """The private relation as ``__t``; copies of the binder's joins and flat maps (trees:
         no text is parsed)."""
@@ -88,8 +92,11 @@ class SparkCompiler(Compiler):
         return joins.qualify(truncate(rows, cut))
 
     def preaggregated(self, rows: exp.Select, pre: PreAggregation) -> exp.Select:
-        """The pre-aggregation, its groups-per-unit window without QUALIFY."""
+        """The pre-aggregation, its groups-per-unit window without QUALIFY, re-weighting's CTEs
+        without MATERIALIZED."""
         out = preaggregate_rule.preaggregate(rows, pre)
+        for cte in (out.args["with_"].expressions if out.args.get("with_") is not None else []):
+            cte.set("materialized", None)
         return joins.qualify(out) if out.args.get("qualify") is not None else out
 
     def key_source(self, keys: KeyDomain | None, names: t.Sequence[str]) -> tuple[exp.Expression | None, exp.Table | None]:
