@@ -55,6 +55,9 @@ def _people() -> dict[str, str]:
 FLIGHTS = {
     "unit_group_by_carrier": "SELECT carrier, DP_COUNT(*), DP_MEAN(air_time) FROM flights GROUP BY carrier "
                              f"WITH (epsilon = 1, keys = {CARRIERS})",
+    # the same by row truncation (what auto chose before re-weighting existed)
+    "unit_group_by_carrier_truncate": "SELECT carrier, DP_COUNT(*), DP_MEAN(air_time) FROM flights GROUP BY carrier "
+                                      f"WITH (epsilon = 1, keys = {CARRIERS}, contribution = 'truncate')",
     "unit_count": "SELECT DP_COUNT(*) FROM flights WITH (epsilon = 1)",
 }
 TPCH_QUERIES = {"tpch_q1": 1, "tpch_q4": 4, "tpch_q5": 5}

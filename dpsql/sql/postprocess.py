@@ -44,7 +44,7 @@ def _same(node: exp.Expression) -> str:
     for ident in copy.find_all(exp.Identifier):
         ident.set("this", str(ident.this).lower())
         ident.set("quoted", False)
-    return copy.sql(dialect="duckdb")
+    return copy.sql(dialect="duckdb", copy=False)  # the copy is this function's own
 
 
 class _Replacer:
