@@ -52,16 +52,16 @@ class _PublicReads:
     the policy and the catalog alone, and is kept even when it joins (links between private
     tables)."""
 
-    def __init__(self, engine: Backend) -> None:
-        self._engine = engine
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
         self.reads = 0
 
-    def __getattr__(self, name: str) -> t.Any:
-        return getattr(self._engine, name)
+    def __getattr__(self, name: str) -> t.Any:  # every other member is the backend's own (delegation)
+        return getattr(self._backend, name)
 
     def public_rows(self, sql: str) -> t.Any:
         self.reads += 1
-        return self._engine.public_rows(sql)
+        return self._backend.public_rows(sql)
 
 
 class Connection:

@@ -195,9 +195,10 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     >>> [c.sql() for c in _conjuncts(parse_one("(a > 1 AND (b < 2 AND c = 3)) AND (d OR e)"))]
     ['a > 1', 'b < 2', 'c = 3', 'd OR e']
     """
-    out, stack = [], [node]
+    out: list[exp.Expression] = []
+    stack = [node]
     while stack:
-        term = stack.pop().unnest()
+        term = t.cast(exp.Expression, stack.pop().unnest())
         if isinstance(term, exp.And):
             stack += [term.expression, term.this]
         else:
