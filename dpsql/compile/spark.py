@@ -154,13 +154,15 @@ class SparkCompiler(Compiler):
             total = _histogram_count().copy()
             t.cast(exp.Column, total.find(exp.Column)).replace(col(t.cast(str, sq.value_counts), sq.alias))
             counts.append(alias(total, s.column))
-        rows = self.cte(build.SRC, self.rows(st))
+        body = self.rows(st)
+        hoisted = self.hoisted(body)  # a rule's own CTEs (re-weighting's), before __src
+        rows = self.cte(build.SRC, body)
         every = [exp.Column(this=exp.Star(), table=name(sq.alias)) for sq in st.subqueries]
         top = key_join((), st.subqueries, None)
         top.set("expressions", [*counts, *every, *top.expressions[1:]])
         top.set("from_", exp.From(this=table(st.subqueries[0].alias)))
         top.set("joins", top.args["joins"][1:] or None)
-        ctes = [rows, *(self.cte(sq.alias, self.mechanism(sq)) for sq in st.subqueries)]
+        ctes = [*hoisted, rows, *(self.cte(sq.alias, self.mechanism(sq)) for sq in st.subqueries)]
         top.set("with_", exp.With(expressions=ctes))
         return self.finish(top)
 
