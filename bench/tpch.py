@@ -2,6 +2,7 @@
 
     python bench/run.py --tpch [--sf 1] [--repeat 3]          # and rewrite the TPC-H section
     python -m bench.tpch --sf 1 [--repeat 3] [--releases 5] [--json FILE]     # the measurement alone
+    python -m bench.tpch --sf 0.1 --floors [--repeat 11]        # Q1, Q6 beside hand-written floors
 
 The tables are made at scale factor ``--sf`` by ``fixtures/tpch/generate.py`` (DuckDB's ``tpch``
 extension, the registry package ``duckdb-extension-tpch``, which pins DuckDB 1.5: it runs in a
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -207,6 +209,57 @@ def run(sf: float, repeat: int, releases: int = 5) -> dict[str, t.Any]:
             "policy_error": broken, "results": results}
 
 
+#: Hand-written floors of Q1 and Q6 under the policy's customer unit (issue 29's floor): one
+#: GROUP BY of the customer (and the keys), reached through the link's join to orders, over
+#: the values clipped to the policy's bounds; then each customer's partials weighted by
+#: min(1, 200 / its line items) (Q1) or its sum clipped to 200 line items' worth (Q6), and
+#: summed. ``{per}`` is the GROUP BY, as a derived table or a MATERIALIZED CTE.
+_Q1_PER = """SELECT o_custkey AS u, l_returnflag AS k0, l_linestatus AS k1, count(*) AS c,
+    sum(least(greatest(l_quantity, 1), 50)) AS q, sum(least(greatest(l_extendedprice, 0), 105000)) AS p,
+    sum(least(greatest(l_extendedprice * (1 - l_discount), 0), 105000)) AS dp,
+    sum(least(greatest(l_extendedprice * (1 - l_discount) * (1 + l_tax), 0), 113400)) AS ch,
+    sum(least(greatest(l_discount, 0), 0.1)) AS d
+    FROM lineitem JOIN orders ON l_orderkey = o_orderkey
+    WHERE l_shipdate <= CAST('1998-09-02' AS date) GROUP BY ALL"""
+_Q1_SUMS = """SELECT k0, k1, sum(q * w), sum(p * w), sum(dp * w), sum(ch * w), sum(d * w), sum(c * w) FROM (
+    SELECT *, least(1, 200 / sum(c) OVER (PARTITION BY u)) AS w FROM {per}) GROUP BY k0, k1"""
+_Q6_PER = """SELECT o_custkey AS u, sum(least(greatest(l_extendedprice * l_discount, 0), 10500)) AS s
+    FROM lineitem JOIN orders ON l_orderkey = o_orderkey
+    WHERE l_shipdate >= CAST('1994-01-01' AS date) AND l_shipdate < CAST('1995-01-01' AS date)
+      AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24 GROUP BY u"""
+_Q6_SUMS = "SELECT sum(least(greatest(s, 0), 200 * 10500)) FROM {per}"
+FLOORS = {1: (_Q1_PER, _Q1_SUMS), 6: (_Q6_PER, _Q6_SUMS)}
+
+
+def floors(sf: float, repeat: int) -> list[dict[str, t.Any]]:
+    """Q1 and Q6: plain DuckDB, the hand-written floors (:data:`FLOORS`, derived and
+    materialized) and dpsql, timed in interleaved rounds in one process; ratios are medians
+    of paired rounds."""
+    data = ensure_data(sf)
+    plain = duckdb.connect()
+    for name in TABLES:
+        plain.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{data / (name + '.parquet')}')")
+    con, _, broken = _connect(data)
+    if con is None:
+        raise SystemExit(f"{NOT_PARSED}: {broken}")
+    out = []
+    for number, (per, sums) in FLOORS.items():
+        text = (QUERIES / f"q{number:02d}.sql").read_text(encoding="utf-8")
+        forms = {"plain": text, "floor": sums.format(per=f"({per})"),
+                 "floor, materialized": f"WITH per AS MATERIALIZED ({per}) " + sums.format(per="per")}
+        fns: dict[str, t.Callable[[], t.Any]] = {k: (lambda s=s: plain.execute(s).fetchall()) for k, s in forms.items()}
+        fns["dpsql"] = lambda s=text: con.sql(s).fetchall()
+        times = interleaved(fns, repeat)
+        row = {"query": number, **{f"{k} ms": statistics.median(v) * 1000 for k, v in times.items()},
+               **{f"{k}/plain": paired_ratio(v, times["plain"]) for k, v in times.items() if k != "plain"},
+               "dpsql/floor": paired_ratio(times["dpsql"], times["floor"]),
+               "dpsql/floor, materialized": paired_ratio(times["dpsql"], times["floor, materialized"])}
+        out.append(row)
+        log(f"Q{number:02d}: " + ", ".join(f"{k} {v:.1f}" if k.endswith("ms") else f"{k} {v:.2f}×"
+                                          for k, v in row.items() if k != "query"))
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.2g}%"
 
@@ -283,7 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--releases", type=int, default=5, help="releases the accuracy is the median over")
     ap.add_argument("--json")
+    ap.add_argument("--floors", action="store_true",
+                    help="Q1 and Q6 only, beside their hand-written per-unit floors")
     args = ap.parse_args(argv)
+    if args.floors:
+        log(f"load average {os.getloadavg()[0]:.2f}")
+        found = floors(args.sf, args.repeat)
+        if args.json:
+            Path(args.json).write_text(json.dumps(found, indent=1), encoding="utf-8")
+        return 0
     out = run(args.sf, args.repeat, args.releases)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")

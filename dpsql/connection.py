@@ -46,6 +46,24 @@ RELEASE_FAILED = (
 )
 
 
+class _PublicReads:
+    """``engine`` as planning sees it, counting the queries of public rows planning runs (a
+    public join's key multiplicity, a key domain): a plan that read none depends on the text,
+    the policy and the catalog alone, and is kept even when it joins (links between private
+    tables)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> t.Any:  # every other member is the backend's own (delegation)
+        return getattr(self._backend, name)
+
+    def public_rows(self, sql: str) -> t.Any:
+        self.reads += 1
+        return self._backend.public_rows(sql)
+
+
 class Connection:
     """A DuckDB connection seen through a privacy policy."""
 
@@ -118,8 +136,8 @@ class Connection:
 
         A statement this connection has planned before (the same text) reuses its plan, as a
         prepared statement would: a plan depends on the text, the policy and the tables'
-        columns, which a connection reads once. Plans that read public rows while planning (a
-        join's key multiplicity) are made again every time. Nothing in a plan depends on private data,
+        columns, which a connection reads once. Plans of joins that read public rows while
+        planning (a public join's key multiplicity) are made again every time. Nothing in a plan depends on private data,
         and a plan is never changed once made. ``parsed``: ``query`` parsed already, used (and
         changed) only when there is no plan yet.
         """
@@ -127,9 +145,11 @@ class Connection:
         if hit is not None:
             self._plans.move_to_end(query)
             return hit
+        engine = _PublicReads(self.engine)
         with nested_refused():
-            prepared = prepare(query, self.policy, self.engine, parsed)
-        if not prepared.bound.joined:
+            prepared = prepare(query, self.policy, t.cast(Backend, engine), parsed)
+        # a join read no public rows (links between private tables): its plan is the text's alone
+        if not prepared.bound.joined or engine.reads == 0:
             self._plans[query] = prepared
             if len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)

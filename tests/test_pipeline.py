@@ -83,6 +83,23 @@ def test_plans_that_read_public_rows_are_made_each_time(monkeypatch) -> None:
     c.close()
 
 
+def test_plans_of_links_between_private_tables_are_kept() -> None:
+    """A linked table's join up to its unit reads no public rows while planning: its plan
+    depends on the text, the policy and the catalog alone, and is kept like any other."""
+    pol = {"budget": {"epsilon": 10},
+           "tables": {"customer": {"privacy_unit": "c_custkey", "max_rows_per_unit": 1},
+                      "orders": {"link": {"o_custkey": "customer.c_custkey"}, "max_rows_per_unit": 4,
+                                 "columns": {"o_totalprice": {"lower": 0, "upper": 10}}}}}
+    raw = duckdb.connect()
+    raw.execute("CREATE TABLE customer AS SELECT 1 AS c_custkey")
+    raw.execute("CREATE TABLE orders AS SELECT 1 AS o_orderkey, 1 AS o_custkey, 5.0 AS o_totalprice")
+    c = dpsql.connect(raw, pol, noise=SeededNoise(1))
+    sql = "SELECT DP_COUNT(*) FROM orders JOIN customer ON o_custkey = c_custkey WITH (epsilon = 1)"
+    first = c.prepare(sql)
+    assert first.bound.joined and c.prepare(sql) is first
+    c.close()
+
+
 def test_statistics_from_another_engine_are_released_through_the_same_charge(con) -> None:
     """The hook for other engines: rows computed elsewhere get the same checks, charge and noise."""
     query = "SELECT sex, DP_COUNT(*) AS n FROM adult GROUP BY sex WITH (epsilon = 2)"

@@ -97,23 +97,23 @@ def test_neighbours_move_the_reweighted_statistics_at_most_row_truncations_sensi
 
 def _rounded_up(k: int, keys: t.Sequence[str]) -> exp.Expression:
     """Negative control: every group with a remainder gets its extra row (no apportionment)."""
-    up = exp.Add(this=exp.column("__f"), expression=exp.Case(
+    return exp.Add(this=exp.column("__f"), expression=exp.Case(
         ifs=[exp.If(this=exp.GT(this=exp.column("__r"), expression=exp.Literal.number(0)), true=exp.Literal.number(1))],
         default=exp.Literal.number(0)))
-    return exp.Case(ifs=[exp.If(this=exp.LTE(this=exp.column("__nu"), expression=exp.Literal.number(k)),
-                                true=exp.column("__c"))], default=up)
 
 
 def _per_group_weight(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Negative control: n_u counted over the unit's rows in the group only."""
+    """Negative control: n_u counted over the unit's rows in the group only (each group its
+    own unit of one group)."""
     from dpsql.compile import reweight as rule
 
     source = rule.reweight
 
     def per_group(rows, pre):  # noqa: ANN001, ANN202
         out = source(rows, pre)
-        for window in out.find_all(exp.Window):
-            window.set("partition_by", [exp.column("__u"), *(exp.column(k) for k in pre.keys)])
+        units = next(c.this for c in out.args["with_"].expressions if c.alias == "__units")
+        units.set("expressions", [exp.Column(this=exp.Star(), table=exp.to_identifier("__per")), exp.alias_(exp.column("__c", "__per"), "__nu"),
+                                  exp.alias_(exp.Literal.number(1), "__ng")])
         return out
 
     monkeypatch.setattr(rule, "reweight", per_group)
@@ -122,7 +122,7 @@ def _per_group_weight(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("control", ["rounded up", "weight from the group's rows"])
 def test_negative_controls_the_brute_force_finds_violations(control: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if control == "rounded up":
-        monkeypatch.setattr(reweight, "kept_rows", _rounded_up)
+        monkeypatch.setattr(reweight, "apportioned", _rounded_up)
     else:
         _per_group_weight(monkeypatch)
     claim = Claim(policy("add_remove", 3), QUERIES["public keys"].format(opts=MECHANISMS["laplace"]))
@@ -174,7 +174,7 @@ def test_every_unit_neighbour_of_every_small_dataset_moves_each_part_at_most_its
     assert worst > 0.9  # a unit over the bound at a bound reaches the claim
     if relation != "add_remove":
         return  # replace's claim is twice as large: three groups cannot show the control's excess
-    monkeypatch.setattr(reweight, "kept_rows", _rounded_up)
+    monkeypatch.setattr(reweight, "apportioned", _rounded_up)
     _, problems = run()
     assert problems  # the control: rounding up lets 3 rows over 3 groups count as 3
 

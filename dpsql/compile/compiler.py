@@ -65,8 +65,9 @@ class Compiler:
                 and not (st.keys or st.subqueries or st.histogram or st.domain is not None or st.dropped):
             return Compiled(self.finish(self.single(st, values)))
         rows = source.source(st.source, self, values)
-        ctes = [self.cte(build.SRC, rows, materialized=None if st.histogram is None or not st.histogram.separate
-                         else False)]
+        ctes = self.hoisted(rows)
+        ctes.append(self.cte(build.SRC, rows, materialized=None if st.histogram is None or not st.histogram.separate
+                             else False))
         if st.histogram is not None:
             ctes.append(self.cte(build.HIST, histogram.histogram(st.histogram.values)))
         ctes.append(self.cte(build.STATS, self.grouped(st)))
@@ -104,6 +105,15 @@ class Compiler:
     def final(self, st: Statement, keys: exp.Expression | None) -> exp.Select:
         """The final SELECT (:mod:`dpsql.compile.keyjoin`)."""
         return keyjoin.key_join(st.keys, st.subqueries, keys)
+
+    def hoisted(self, rows: exp.Select) -> list[exp.CTE]:
+        """The CTEs a rule wrote in ``rows`` (re-weighting's, :mod:`dpsql.compile.reweight`),
+        taken out of it to stand before ``__src`` in the statement's own WITH."""
+        with_ = rows.args.get("with_")
+        if with_ is None:
+            return []
+        rows.set("with_", None)
+        return [self.cte(c.alias, c.this, c.args.get("materialized")) for c in with_.expressions]
 
     def cte(self, alias_: str, body: exp.Expression, materialized: bool | None = None) -> exp.CTE:
         node = exp.CTE(this=body, alias=exp.TableAlias(this=name(alias_)))

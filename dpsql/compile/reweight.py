@@ -4,68 +4,111 @@ states the bounds and their proof).
 :func:`reweight` is the entry point :func:`dpsql.compile.preaggregate.preaggregate` hands a
 re-weighted :class:`~dpsql.compile.plan.PreAggregation` to: a SELECT of the rows (with the unit
 ``__u`` and the group keys) becomes ``__src`` as one row per (unit, group) kept, holding every
-aggregate's partials weighted by min(1, k / n_u) in whole rows. Five steps, hash aggregations,
-projections and windows over the (unit, group) partials (no sort of a unit's rows):
+aggregate's partials weighted by min(1, k / n_u) in whole rows. Hash aggregations and joins,
+a window only over the partials of the units that need one (no sort of a unit's rows):
 
-1. ``__per``: GROUP BY unit and keys, the rows c_ug (``__c``) and every partial;
-2. n_u (``__nu``) = ``SUM(__c) OVER (PARTITION BY __u)``, over the (unit, group) rows only
-   (the unit's total rows joined back from a GROUP BY of the unit measured no faster,
-   docs/benchmarks.md);
-3. the unit's k rows' worth apportioned to its groups (``__cw``, :func:`dpsql.sql.reweight.kept_rows`:
-   a window over the unit's (unit, group) partials ordered by remainder, not over its rows);
-4. every partial weighted as its rows are (:func:`dpsql.sql.reweight.weighted`);
-5. the (unit, group) rows with ``__cw >= 1`` kept, scaled sums bounded by their weighted count.
+1. ``__per`` (a MATERIALIZED CTE): GROUP BY unit and keys, the rows c_ug (``__c``) and every
+   partial;
+2. ``__units`` (MATERIALIZED): each (unit, group) with n_u (``__nu``) and its unit's number of
+   groups (``__ng``), from a GROUP BY of ``__per`` by the unit joined back (a window over the
+   partials cost DuckDB a second scan and aggregation of the rows, its self-join rewrite, and
+   a window operator besides);
+3. the units split three ways (UNION ALL): at most k rows, the partials as they are
+   (c' = c_ug); over k rows in one group, c' = k; over k rows in several groups, the k rows'
+   worth apportioned by the window over the unit's partials ordered by remainder
+   (:func:`dpsql.sql.reweight.apportioned`): together :func:`dpsql.sql.reweight.kept_rows`;
+4. the partials of the units over k weighted as their rows are (:func:`dpsql.sql.reweight.ratio`),
+   a (unit, group) kept while c' >= 1;
+5. scaled sums bounded by their weighted count.
 
 The statistics are then the sums of the partials (:func:`dpsql.sql.perunit.sums`), as for
-pre-aggregation. Both engines write it alike (no QUALIFY). Fixtures: ``fixtures/compile/reweight.sql``.
+pre-aggregation. The two CTEs are written in the rule's SELECT and hoisted into the
+statement's WITH by the compiler (:meth:`dpsql.compile.compiler.Compiler.hoisted`); Spark
+writes them without MATERIALIZED. Fixtures: ``fixtures/compile/reweight.sql``.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.compile.nodes import alias, col, number, select, star, subquery
+from dpsql.compile.nodes import alias, col, name, number, select, star, subquery, table
 from dpsql.compile.plan import PreAggregation
 from dpsql.sql import build, perunit
 from dpsql.sql import reweight as rw
 
-#: the aliases of the steps
-_TOTALS, _SPLIT, _KEPT, _WEIGHTED = "__units", "__split", "__kept", "__weighted"
+#: the (unit, group) partials and the units' totals, each written once and read twice
+#: (materialized: DuckDB would otherwise run the rows' scan, joins and aggregation again for
+#: the second reader, as it does for a window over a GROUP BY it turns into a self-join)
+_UNITS = "__units"
+#: the aliases of the steps, and the count of a unit's groups
+_TOTALS, _SPLIT, _KEPT, _WEIGHTED, _GROUPS = "__n", "__split", "__kept", "__weighted", "__ng"
+
+
+def _cte(alias_: str, body: exp.Expression) -> exp.CTE:
+    return exp.CTE(this=body, alias=exp.TableAlias(this=name(alias_)), materialized=True)
+
+
+def _union(left: exp.Select, right: exp.Select) -> exp.Union:
+    return exp.Union(this=left, expression=right, distinct=False)
 
 
 def reweight(rows: exp.Select, pre: PreAggregation) -> exp.Select:
     """``__src`` re-weighted: the keys and each aggregate's weighted partials per (unit, group).
 
+    The units are split three ways, so that only those that need it pay for it: a unit of at
+    most k rows keeps its partials as they are (c' = c_ug, no arithmetic); a unit over k rows
+    in one group keeps k of them (c' = k, no window); only a unit over k rows in several groups
+    has its k rows apportioned by the window over its groups' remainders. n_u and the number of
+    groups come from a GROUP BY of the partials joined back (a window over them cost DuckDB
+    more). The rows of the three branches are those of the one formula of the module
+    :mod:`dpsql.sql.reweight` (:func:`~dpsql.sql.reweight.kept_rows`), branch by branch.
+
     >>> agg = perunit.Aggregate(0, {"n": exp.Count(this=exp.Star())}, {"n": ("count", 0, 1)})
     >>> print(reweight(exp.select("__u", "__k0").from_("t"), PreAggregation((agg,), 5, keys=("__k0",), reweight=True)).sql("duckdb"))
-    SELECT __k0, __p0_n FROM (SELECT __k0, __cw, CASE WHEN __nu <= 5 THEN __p0_n ELSE CAST(__p0_n \
-// __c AS INT128) * __cw + CAST(__p0_n % __c AS INT128) * __cw // __c END AS __p0_n FROM \
-(SELECT *, CASE WHEN __nu <= 5 THEN __c ELSE __f + CASE WHEN ROW_NUMBER() OVER (PARTITION BY \
-__u ORDER BY __r DESC, __k0) <= 5 - SUM(__f) OVER (PARTITION BY __u) THEN 1 ELSE 0 END END AS \
-__cw FROM (SELECT *, CAST(__c AS INT128) * 5 // __nu AS __f, CAST(__c AS INT128) * 5 % __nu AS \
-__r FROM (SELECT *, SUM(__c) OVER (PARTITION BY __u) AS __nu FROM (SELECT __u, __k0, COUNT(*) \
-AS __c, COUNT(*) AS __p0_n FROM (SELECT __u, __k0 FROM t) AS __rows_in GROUP BY __u, __k0) AS \
-__per) AS __units) AS __split) AS __kept) AS __weighted WHERE __cw >= 1
+    WITH __per AS MATERIALIZED (SELECT __u, __k0, COUNT(*) AS __c, COUNT(*) AS __p0_n FROM \
+(SELECT __u, __k0 FROM t) AS __rows_in GROUP BY __u, __k0), __units AS MATERIALIZED (SELECT \
+__per.*, __n.__nu, __n.__ng FROM __per JOIN (SELECT __u, SUM(__c) AS __nu, COUNT(*) AS __ng FROM \
+__per GROUP BY __u) AS __n ON __per.__u IS NOT DISTINCT FROM __n.__u) SELECT __k0, __p0_n FROM \
+(SELECT __k0, __p0_n FROM __units WHERE __nu <= 5 UNION ALL SELECT __k0, CAST(__p0_n // __c AS \
+INT128) * __cw + CAST(__p0_n % __c AS INT128) * __cw // __c AS __p0_n FROM (SELECT __u, __k0, \
+__c, __p0_n, 5 AS __cw FROM __units WHERE __nu > 5 AND __ng = 1 UNION ALL SELECT __u, __k0, __c, \
+__p0_n, __f + CASE WHEN ROW_NUMBER() OVER (PARTITION BY __u ORDER BY __r DESC, __k0) <= 5 - \
+SUM(__f) OVER (PARTITION BY __u) THEN 1 ELSE 0 END AS __cw FROM (SELECT *, CAST(__c AS INT128) \
+* 5 // __nu AS __f, CAST(__c AS INT128) * 5 % __nu AS __r FROM __units WHERE __nu > 5 AND __ng > \
+1) AS __split) AS __kept WHERE __cw >= 1) AS __weighted
     """
     k, keys = pre.cap, pre.keys
     inner: list[exp.Expression] = [col(build.UNIT), *(col(key) for key in keys), alias(exp.Count(this=exp.Star()), rw.ROWS)]
-    middle: list[exp.Expression] = [*(col(key) for key in keys), col(rw.KEPT)]
+    names: list[str] = []
     outer: list[exp.Expression] = [col(key) for key in keys]
     for agg in pre.aggregates:
         n = col(perunit.partial(agg.index, "n")) if "n" in agg.stats else None
         for stat, expr in agg.stats.items():
-            name = perunit.partial(agg.index, stat)
-            inner.append(alias(expr.copy(), name))
-            middle.append(alias(rw.weighted(col(name), k), name))
-            kept = rw.bounded(agg.kinds[stat], col(name), n)
-            outer.append(kept if isinstance(kept, exp.Column) else alias(kept, name))
+            name_ = perunit.partial(agg.index, stat)
+            inner.append(alias(expr.copy(), name_))
+            names.append(name_)
+            kept = rw.bounded(agg.kinds[stat], col(name_), n)
+            outer.append(kept if isinstance(kept, exp.Column) else alias(kept, name_))
     if len(outer) == len(keys):
         outer.append(alias(exp.Boolean(this=True), build.ROW))
     per = select(inner, subquery(rows, build.UNTRUNCATED), group=(build.UNIT, *keys))
-    total = exp.Window(this=exp.Sum(this=col(rw.ROWS)), partition_by=[col(build.UNIT)])
-    units = select([star(), alias(total, rw.UNIT_ROWS)], subquery(per, perunit.PER_UNIT))
+    totals = select([col(build.UNIT), alias(exp.Sum(this=col(rw.ROWS)), rw.UNIT_ROWS),
+                     alias(exp.Count(this=exp.Star()), _GROUPS)], table(perunit.PER_UNIT), group=(build.UNIT,))
+    units = select([star(perunit.PER_UNIT), col(rw.UNIT_ROWS, _TOTALS), col(_GROUPS, _TOTALS)], table(perunit.PER_UNIT))
+    units.set("joins", [exp.Join(this=subquery(totals, _TOTALS), on=exp.NullSafeEQ(
+        this=col(build.UNIT, perunit.PER_UNIT), expression=col(build.UNIT, _TOTALS)))])
+    over = exp.GT(this=col(rw.UNIT_ROWS), expression=number(str(k)))
+    whole = select([*(col(key) for key in keys), *(col(n) for n in names)], table(_UNITS),
+                   where=[exp.LTE(this=col(rw.UNIT_ROWS), expression=number(str(k)))])
+    carried = [col(build.UNIT), *(col(key) for key in keys), col(rw.ROWS), *(col(n) for n in names)]
+    single = select([*carried, alias(number(str(k)), rw.KEPT)], table(_UNITS),
+                    where=[over, exp.EQ(this=col(_GROUPS), expression=number("1"))])
     floor, remainder = rw.floor_and_remainder(k)
-    split = select([star(), alias(floor, rw.FLOOR), alias(remainder, rw.REMAINDER)], subquery(units, _TOTALS))
-    apportioned = select([star(), alias(rw.kept_rows(k, keys), rw.KEPT)], subquery(split, _SPLIT))
-    weighted = select(middle, subquery(apportioned, _KEPT))
-    return select(outer, subquery(weighted, _WEIGHTED), where=[exp.GTE(this=col(rw.KEPT), expression=number(1))])
+    split = select([star(), alias(floor, rw.FLOOR), alias(remainder, rw.REMAINDER)], table(_UNITS),
+                   where=[over.copy(), exp.GT(this=col(_GROUPS), expression=number("1"))])
+    shared = select([*(c.copy() for c in carried), alias(rw.apportioned(k, keys), rw.KEPT)], subquery(split, _SPLIT))
+    weighted = select([*(col(key) for key in keys), *(alias(rw.ratio(col(n), col(rw.KEPT), col(rw.ROWS)), n) for n in names)],
+                      subquery(_union(single, shared), _KEPT), where=[exp.GTE(this=col(rw.KEPT), expression=number(1))])
+    out = select(outer, subquery(_union(whole, weighted), _WEIGHTED))
+    out.set("with_", exp.With(expressions=[_cte(perunit.PER_UNIT, per), _cte(_UNITS, units)]))
+    return out

@@ -67,6 +67,10 @@ class SparkCompiler(Compiler):
         counted = self.from_histograms(st)
         return Compiled(counted) if counted is not None else super().compile(st)
 
+    def cte(self, alias_: str, body: exp.Expression, materialized: bool | None = None) -> exp.CTE:
+        """A CTE without DuckDB's MATERIALIZED (Spark's grammar has none)."""
+        return super().cte(alias_, body)
+
     def relation(self, rel: Relation) -> tuple[exp.Expression, list[exp.Join]]:
         """The private relation as ``__t``; copies of the binder's joins and flat maps (trees:
         no text is parsed)."""
@@ -88,8 +92,11 @@ class SparkCompiler(Compiler):
         return joins.qualify(truncate(rows, cut))
 
     def preaggregated(self, rows: exp.Select, pre: PreAggregation) -> exp.Select:
-        """The pre-aggregation, its groups-per-unit window without QUALIFY."""
+        """The pre-aggregation, its groups-per-unit window without QUALIFY, re-weighting's CTEs
+        without MATERIALIZED."""
         out = preaggregate_rule.preaggregate(rows, pre)
+        for cte in (out.args["with_"].expressions if out.args.get("with_") is not None else []):
+            cte.set("materialized", None)
         return joins.qualify(out) if out.args.get("qualify") is not None else out
 
     def key_source(self, keys: KeyDomain | None, names: t.Sequence[str]) -> tuple[exp.Expression | None, exp.Table | None]:
@@ -147,13 +154,15 @@ class SparkCompiler(Compiler):
             total = _histogram_count().copy()
             t.cast(exp.Column, total.find(exp.Column)).replace(col(t.cast(str, sq.value_counts), sq.alias))
             counts.append(alias(total, s.column))
-        rows = self.cte(build.SRC, self.rows(st))
+        body = self.rows(st)
+        hoisted = self.hoisted(body)  # a rule's own CTEs (re-weighting's), before __src
+        rows = self.cte(build.SRC, body)
         every = [exp.Column(this=exp.Star(), table=name(sq.alias)) for sq in st.subqueries]
         top = key_join((), st.subqueries, None)
         top.set("expressions", [*counts, *every, *top.expressions[1:]])
         top.set("from_", exp.From(this=table(st.subqueries[0].alias)))
         top.set("joins", top.args["joins"][1:] or None)
-        ctes = [rows, *(self.cte(sq.alias, self.mechanism(sq)) for sq in st.subqueries)]
+        ctes = [*hoisted, rows, *(self.cte(sq.alias, self.mechanism(sq)) for sq in st.subqueries)]
         top.set("with_", exp.With(expressions=ctes))
         return self.finish(top)
 

@@ -200,7 +200,8 @@ def _canonical(parsed: t.Any) -> str:
 
     copy = parsed.copy()
     copy.set("options", None)
-    return dialect.to_sql(normalize_identifiers(copy, dialect="duckdb"))
+    # the copy is this function's own: sqlglot need not copy it again to print it
+    return normalize_identifiers(copy, dialect="duckdb").sql(dialect=dialect.DPSQL, copy=False)
 
 
 def database_of(query: t.Any, policy: "Policy", engine: "Backend") -> str | None:

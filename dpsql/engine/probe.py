@@ -166,8 +166,7 @@ def _row_answer(text: str, policy: Policy, engine: Backend) -> "pa.Table | None"
     missing = [j for j, ty in enumerate(types) if ty is None]
     if missing:
         relation = rel.source if rel.source is not None else qualified(rel.table, database)
-        from_sql = rel.from_sql(relation)
-        found = describe_over([t.cast(exp.Expression, outputs[j][1]) for j in missing], from_sql,
+        found = describe_over([t.cast(exp.Expression, outputs[j][1]) for j in missing], relation, rel.joins,
                               engine.describe, policy_types(policy, engine.columns))
         for j, ty in zip(missing, found):
             types[j] = ty

@@ -185,6 +185,27 @@ def _value(prep: "Prepared") -> Value:
     return Clipped(name, agg.arg, agg.lower, agg.upper, agg.column_type)
 
 
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """The terms of a WHERE's top-level ``AND`` (through parentheses), in order: each is made
+    total on its own, ``TRY(a) AND TRY(b)`` keeps the rows ``TRY(a AND b)`` keeps (those where
+    both are true without error), and DuckDB can then filter by each term apart (as it does
+    the query's own conjunction) instead of evaluating one guarded whole.
+
+    >>> from sqlglot import parse_one
+    >>> [c.sql() for c in _conjuncts(parse_one("(a > 1 AND (b < 2 AND c = 3)) AND (d OR e)"))]
+    ['a > 1', 'b < 2', 'c = 3', 'd OR e']
+    """
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        term = t.cast(exp.Expression, stack.pop().unnest())
+        if isinstance(term, exp.And):
+            stack += [term.expression, term.this]
+        else:
+            out.append(term)
+    return out
+
+
 def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
     """``__src``: only what the statistics need, under reserved names (no user name reaches it)."""
     bound, units = plan.bound, plan.units
@@ -204,7 +225,7 @@ def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
     assert bound.relation is not None
     return Source(
         relation=Relation(bound.relation, tuple(bound.joins), bound.from_sql),
-        where=tuple(total(w) for w in bound.where),
+        where=tuple(total(c) for w in bound.where for c in _conjuncts(w)),
         keys=tuple(Column(k, total(g)) for k, g in zip(keys, bound.group_by)),
         values=tuple(values),
         unit=total(bound.unit) if by_id and bound.unit is not None else None,

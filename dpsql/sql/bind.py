@@ -256,7 +256,7 @@ def _bind_select(
         label = _label(node)
         if label not in by_label:
             by_label[label] = len(aggregates)
-            aggregates.append(_bind_aggregate(len(aggregates), node, rel, catalog, auto))
+            aggregates.append(_bind_aggregate(len(aggregates), node, rel, catalog, auto, label))
         index_of[id(node)] = by_label[label]
     if "bounds" in options.given and not any(a.auto_bounds for a in aggregates):
         raise OptionError("option 'bounds' has nothing to find: every DP aggregate has bounds (in the call or "
@@ -271,9 +271,10 @@ def _bind_select(
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)
     chain = rel.from_sql(relation)
-    group_types = _group_types(group_by, group_columns, types, chain, describe, policy_types(policy, catalog))
+    group_types = _group_types(group_by, group_columns, types, (relation, rel.joins), describe,
+                               policy_types(policy, catalog))
 
-    outer, names = build_outer(select, index_of, user_groups, rel)
+    outer, names = build_outer(select, index_of, user_groups, rel, [a.label for a in aggregates])
     trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
         isinstance(p.this, exp.Column) for p in outer.expressions
     )
@@ -307,7 +308,7 @@ def _bind_select(
 
 def _group_types(
     group_by: list[exp.Expression], columns: list[str | None], types: dict[str, str],
-    from_sql: str, describe: Describe | None, types_of: TypesOf,
+    chain: tuple[exp.Expression, t.Sequence[exp.Join]], describe: Describe | None, types_of: TypesOf,
 ) -> list[str]:
     """The type of each GROUP BY key: its column's, else the engine's type of the expression
     over typed empty stand-ins of the tables (:mod:`dpsql.sql.shadow`): no private table is
@@ -315,7 +316,7 @@ def _group_types(
     out = [types.get(c, "") if c else "" for c in columns]
     missing = [j for j, ty in enumerate(out) if not ty]
     if missing and describe is not None:
-        found = describe_over([group_by[j] for j in missing], from_sql, describe, types_of)
+        found = describe_over([group_by[j] for j in missing], *chain, describe, types_of)
         for j, ty in zip(missing, found):
             out[j] = ty
     return [ty or "VARCHAR" for ty in out]
@@ -339,9 +340,10 @@ def _literal_number(node: exp.Expression | None, what: str) -> float | None:
 
 
 def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catalog,
-                    auto: bool = False) -> BoundAggregate:
-    """One DP aggregate; ``auto``: an aggregate without bounds finds them privately."""
-    label = _label(node)
+                    auto: bool = False, label: str | None = None) -> BoundAggregate:
+    """One DP aggregate; ``auto``: an aggregate without bounds finds them privately; ``label``:
+    ``node``'s text, when the caller has printed it already (printing copies the node)."""
+    label = _label(node) if label is None else label
     found = node.args.get("bounds") is not None  # bounds => 'auto' in the call
     if found and isinstance(node, DPAgg):
         _refuse(f"{label}: DP_AGG's bounds are those of the aggregate's value; give them: DP_AGG(agg, lower, upper)")
@@ -395,7 +397,7 @@ def _bind_aggregate(index: int, node: DPAggregate, rel: Relation, catalog: Catal
         quantile = node.statistic.quantile
     return BoundAggregate(index, node, node.statistic, arg, lower, upper, quantile, column,
                           inner=inner, inner_args=inner_args, distinct=distinct, distinct_unit=distinct_unit,
-                          column_table=column_table, auto_bounds=found, bounds_note=note)
+                          column_table=column_table, auto_bounds=found, bounds_note=note, _label=label)
 
 
 #: The literal (second) argument of these is a quantile, not a value.

@@ -123,7 +123,7 @@ def clipped(kind: Kind, x: exp.Expression, n: exp.Expression | None, cap: int) -
     # n > c >= 1 here, so Σ is not NULL and |Σ·c/n| <= c·max(|A|, |B|): the cast cannot fail.
     ratio = exp.Div(this=exp.Mul(this=exp.Cast(this=x.copy(), to=exp.DataType.build("DOUBLE")), expression=_int(cap)),
                     expression=n.copy())
-    scaled = exp.Cast(this=exp.Round(this=ratio), to=exp.DataType.build("HUGEINT"))
+    scaled = exp.Cast(this=exp.Round(this=ratio), to=exp.DataType(this=exp.DataType.Type.INT128))
     # not NULL here: LEAST and GREATEST clip it (and the rounded value is computed once)
     bounded = exp.Anonymous(this="LEAST", expressions=[
         exp.Anonymous(this="GREATEST", expressions=[scaled, _int(cap * a)]), _int(cap * b)])
@@ -177,7 +177,7 @@ def sums(i: int, stats: t.Mapping[str, exp.Expression]) -> dict[str, exp.Express
     >>> {k: v.sql("duckdb") for k, v in sums(2, {"n": exp.Count(this=exp.Star())}).items()}
     {'n': 'SUM(CAST(__p2_n AS INT128))'}
     """
-    return {name: exp.Sum(this=exp.Cast(this=exp.column(partial(i, name)), to=exp.DataType.build("HUGEINT")))
+    return {name: exp.Sum(this=exp.Cast(this=exp.column(partial(i, name)), to=exp.DataType(this=exp.DataType.Type.INT128)))
             for name in stats}
 
 

@@ -44,7 +44,7 @@ def _same(node: exp.Expression) -> str:
     for ident in copy.find_all(exp.Identifier):
         ident.set("this", str(ident.this).lower())
         ident.set("quoted", False)
-    return copy.sql(dialect="duckdb")
+    return copy.sql(dialect="duckdb", copy=False)  # the copy is this function's own
 
 
 class _Replacer:
@@ -72,6 +72,10 @@ class _Replacer:
     def _swapped(self, node: exp.Expression, made: set[int]) -> exp.Expression:
         """A copy of ``node`` with its DP aggregates and group expressions replaced by columns
         of ``__noisy`` (their ids added to ``made``)."""
+        if id(node) in self.index_of:  # the aggregate alone: its column, without copying the call
+            col = exp.column(build.agg(self.index_of[id(node)]))
+            made.add(id(col))
+            return col
         out = node.copy()
         # The copy's DP aggregate nodes, matched to the originals by walking both trees in step.
         # Kept per call: ids of nodes a previous call discarded may be reused by new objects.
@@ -125,13 +129,16 @@ def _refuse_nested(out: exp.Expression, where: str, table: str) -> None:
 
 
 def build_outer(
-    select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation"
+    select: exp.Select, index_of: dict[int, int], group_exprs: list[exp.Expression], rel: "Relation",
+    labels: t.Sequence[str] = (),
 ) -> tuple[exp.Select, list[str]]:
-    """Build the post-processing SELECT over ``__noisy`` and the output column names."""
+    """Build the post-processing SELECT over ``__noisy`` and the output column names;
+    ``labels``: the text of each aggregate (by index), printed already, the name of a select
+    item that is that aggregate alone."""
     table = rel.table.name
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
     replace = _Replacer(index_of, group_exprs, rel, aliases)
-    projections, names = _projections(select, replace)
+    projections, names = _projections(select, replace, {k: labels[i] for k, i in index_of.items() if i < len(labels)})
     outer = exp.select(*projections).from_(NOISY)
     if select.args.get("having"):
         outer = outer.where(total(replace(select.args["having"].this, "HAVING")))
@@ -140,9 +147,10 @@ def build_outer(
     return outer, names
 
 
-def _projections(select: exp.Select, replace: _Replacer) -> tuple[list[exp.Expression], list[str]]:
+def _projections(select: exp.Select, replace: _Replacer,
+                 labels: dict[int, str]) -> tuple[list[exp.Expression], list[str]]:
     """The select list over ``__noisy``, each expression made total under its output name, and
-    the names; ``SELECT *`` is refused."""
+    the names (``labels``: the text of the aggregate nodes, by id); ``SELECT *`` is refused."""
     projections: list[exp.Expression] = []
     names: list[str] = []
     for proj in select.expressions:
@@ -150,7 +158,7 @@ def _projections(select: exp.Select, replace: _Replacer) -> tuple[list[exp.Expre
             _refuse("SELECT * would return raw rows of private table " + str(replace.table))
         expr = proj.this if isinstance(proj, exp.Alias) else proj
         name = proj.alias if isinstance(proj, exp.Alias) else (
-            expr.name if isinstance(expr, exp.Column) else _label(expr)
+            expr.name if isinstance(expr, exp.Column) else labels.get(id(expr)) or _label(expr)
         )
         new = replace(expr, "the select list")
         projections.append(exp.alias_(new if isinstance(new, exp.Column) else total(new), name, quoted=True))

@@ -71,15 +71,14 @@ REWEIGHT = "reweight"
 #: c', and c_ug·k's quotient and remainder by n_u
 ROWS, UNIT_ROWS, KEPT, FLOOR, REMAINDER = "__c", "__nu", "__cw", "__f", "__r"
 
-_BIG = "HUGEINT"
-
 
 def _int(x: int) -> exp.Literal:
     return exp.Literal.number(str(int(x)))
 
 
 def _big(x: exp.Expression) -> exp.Cast:
-    return exp.Cast(this=x, to=exp.DataType.build(_BIG))
+    # the type node itself: DataType.build would parse the name each time
+    return exp.Cast(this=x, to=exp.DataType(this=exp.DataType.Type.INT128))
 
 
 def _num(x: "int | exp.Expression") -> exp.Expression:
@@ -111,6 +110,17 @@ def kept_rows(k: int, keys: "t.Sequence[str]") -> exp.Expression:
     >>> print(kept_rows(5, ["__k0"]).sql("duckdb"))
     CASE WHEN __nu <= 5 THEN __c ELSE __f + CASE WHEN ROW_NUMBER() OVER (PARTITION BY __u ORDER BY __r DESC, __k0) <= 5 - SUM(__f) OVER (PARTITION BY __u) THEN 1 ELSE 0 END END
     """
+    return exp.Case(ifs=[exp.If(this=exp.LTE(this=exp.column(UNIT_ROWS), expression=_int(k)),
+                                true=exp.column(ROWS))], default=apportioned(k, keys))
+
+
+def apportioned(k: int, keys: "t.Sequence[str]") -> exp.Expression:
+    """c' of a (unit, group) whose unit has more than k rows (:func:`kept_rows`): ``__f`` plus
+    1 in the (k − Σ_g __f) groups of the unit with the largest remainders ``__r``.
+
+    >>> print(apportioned(5, ["__k0"]).sql("duckdb"))
+    __f + CASE WHEN ROW_NUMBER() OVER (PARTITION BY __u ORDER BY __r DESC, __k0) <= 5 - SUM(__f) OVER (PARTITION BY __u) THEN 1 ELSE 0 END
+    """
     unit = [exp.column("__u")]
     order = exp.Order(expressions=[exp.Ordered(this=exp.column(REMAINDER), desc=True),
                                    *(exp.Ordered(this=exp.column(key)) for key in keys)])
@@ -118,9 +128,7 @@ def kept_rows(k: int, keys: "t.Sequence[str]") -> exp.Expression:
     left = exp.Sub(this=_int(k), expression=exp.Window(this=exp.Sum(this=exp.column(FLOOR)),
                                                        partition_by=[u.copy() for u in unit]))
     extra = exp.Case(ifs=[exp.If(this=exp.LTE(this=rank, expression=left), true=_int(1))], default=_int(0))
-    over = exp.Add(this=exp.column(FLOOR), expression=extra)
-    return exp.Case(ifs=[exp.If(this=exp.LTE(this=exp.column(UNIT_ROWS), expression=_int(k)),
-                                true=exp.column(ROWS))], default=over)
+    return exp.Add(this=exp.column(FLOOR), expression=extra)
 
 
 def floor_and_remainder(k: int) -> tuple[exp.Expression, exp.Expression]:

@@ -22,6 +22,7 @@ a function of the schema, never of the data.
 
 from __future__ import annotations
 
+import functools
 import typing as t
 
 from sqlglot import exp
@@ -57,6 +58,13 @@ def stand_in(types: t.Mapping[str, str]) -> exp.Subquery:
     return exp.Subquery(this=select)
 
 
+@functools.lru_cache(maxsize=256)
+def _stand_in_text(items: tuple[tuple[str, str], ...]) -> str:
+    """DuckDB's text of the :func:`stand_in` of ``items``: a table's stand-in is the same for
+    every statement while its types are, so it is built and printed once."""
+    return stand_in(dict(items)).sql(dialect="duckdb", copy=False)
+
+
 def emptied(statement: exp.Expression, types_of: TypesOf) -> exp.Expression:
     """``statement`` with every table ``types_of`` knows replaced by its :func:`stand_in`.
 
@@ -69,10 +77,11 @@ def emptied(statement: exp.Expression, types_of: TypesOf) -> exp.Expression:
         types = types_of(node)
         if types is None:
             continue
-        sub = stand_in(types)
         alias = node.args.get("alias")
-        sub.set("alias", alias.copy() if alias is not None
-                else exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)))
+        # the stand-in's text, kept per table types (:func:`_stand_in_text`), as a verbatim name
+        sub = exp.Table(this=exp.Var(this=_stand_in_text(tuple(types.items()))),
+                        alias=alias.copy() if alias is not None
+                        else exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)))
         if node is statement:
             return sub
         node.replace(sub)
@@ -91,16 +100,27 @@ def policy_types(policy: t.Any, catalog: t.Callable[[str], "dict[str, str] | Non
     return types_of
 
 
-def describe_over(exprs: t.Sequence[exp.Expression], from_sql: str, describe: t.Callable[[str], "list[str]"],
-                  types_of: TypesOf) -> list[str]:
-    """The engine's type of each expression (made total) over the FROM clause ``from_sql``,
-    bound with every table of the policy replaced by its stand-in: nothing private is bound."""
-    import sqlglot
+def describe_over(exprs: t.Sequence[exp.Expression], relation: exp.Expression, joins: t.Sequence[exp.Expression],
+                  describe: t.Callable[[str], "list[str]"], types_of: TypesOf) -> list[str]:
+    """The engine's type of each expression (made total) over the FROM chain ``relation AS
+    __t`` and its ``joins`` (the binder's trees, copied), bound with every table of the policy
+    replaced by its stand-in: nothing private is bound.
 
+    >>> seen = []
+    >>> types = {"adult": {"age": "BIGINT"}}
+    >>> describe_over([exp.column("age", "__t")], exp.to_table("adult"), [], lambda s: seen.append(s) or ["BIGINT"],
+    ...               lambda node: types.get(node.name))
+    ['BIGINT']
+    >>> seen
+    ['SELECT __t.age FROM (SELECT CAST(NULL AS BIGINT) AS "age" LIMIT 0) AS __t']
+    """
+    from dpsql.sql.relation import BASE
     from dpsql.sql.total import total
 
-    # the FROM clause is the binder's DuckDB text: parsed (its tables are then replaced)
-    select = t.cast(exp.Select, sqlglot.parse_one("SELECT * FROM " + from_sql, read="duckdb"))
-    select.set("expressions", [total(e) for e in exprs])
+    select = exp.Select(expressions=[total(e) for e in exprs])
+    select.set("from_", exp.From(this=exp.alias_(relation.copy(), BASE, table=True)))
+    if joins:
+        select.set("joins", [j.copy() for j in joins])
     statement = emptied(select, types_of)
-    return describe(statement.sql(dialect="duckdb"))
+    # the statement is this function's own (copies): printed without sqlglot's copy of it
+    return describe(statement.sql(dialect="duckdb", copy=False))
