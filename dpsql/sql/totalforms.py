@@ -32,7 +32,7 @@ import typing as t
 import sqlglot  # noqa: F401 - the doctests parse with it
 from sqlglot import exp
 
-from dpsql.sql import leaftypes, likes, nonraising
+from dpsql.sql import leaftypes, likes, nonraising, rangecheck
 
 #: The most nodes that the copies of one pasted argument may add to a rule's form.
 BUDGET = 64
@@ -69,12 +69,12 @@ def _inert(node: exp.Expression) -> bool:
 
 def _tally(node: exp.Expression, counts: dict[t.Any, int] | None = None, times: int = 1) -> int:
     """The weight of ``node``'s text: its nodes, each as many times as it is printed (a
-    :class:`~dpsql.sql.nonraising.Fits` prints its value and type several times), adding each
+    :class:`~dpsql.sql.rangecheck.Fits` prints its value and type several times), adding each
     placeholder's count to ``counts``."""
     key = _hole_of(node)
     if key is not None and counts is not None:
         counts[key] = counts.get(key, 0) + times
-    fits = isinstance(node, nonraising.Fits)
+    fits = isinstance(node, rangecheck.Fits)
     total = times * (node.weight() if fits else 1)
     for k, value in node.args.items():
         inner = times * node.copies().get(k, 1) if fits else times
@@ -215,7 +215,7 @@ def _checked(light: exp.Expression) -> exp.Expression:
 def _typed(out: exp.Expression) -> exp.Expression:
     """``out`` with the placeholders that only a range check's ``typeof`` reads made type
     placeholders (filled with the raw argument, which is never evaluated there)."""
-    for fits in list(out.find_all(nonraising.Fits)):
+    for fits in list(out.find_all(rangecheck.Fits)):
         for n in list(fits.args["type"].walk()):
             hole = _hole_of(n)
             if hole is not None:
