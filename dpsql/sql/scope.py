@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql.aliaslist import apply_alias_list, renamed
 from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.sql.insubquery import public_in
 from dpsql.sql.joins import JoinContext, flat_map, resolve_from
@@ -84,7 +85,7 @@ def with_env(query: exp.Expression, env: Env, catalog: Catalog, policy: Policy) 
         if policy.table(name) is not None or catalog(name) is not None:
             _refuse(f"CTE {name} has the name of a table; give the CTE another name")
         seen.add(name)
-        item = _Cte(name, cte.this, env)
+        item = _Cte(name, renamed(cte.this, cte.args.get("alias")), env)  # name (a, b) AS ...
         out.append((item, env))
         env = env + (item,)
     return env, out
@@ -191,6 +192,7 @@ def resolve_chain(
         return _linked(rel, policy, catalog, database, jc) if tp.link is not None else rel
     if isinstance(item, exp.Subquery):
         _no_operators(item)
+        item = apply_alias_list(item)  # AS name (a, b): the names go onto its select list
         inner = _rowwise(item.this, env, policy, catalog, depth + 1, database, jc)
         return inner.carried(inner.columns, _alias(item), inner.where)
     if isinstance(item, exp.Lateral):
