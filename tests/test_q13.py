@@ -88,3 +88,30 @@ def test_a_ctes_alias_list_renames_its_columns(tpch) -> None:
 ])
 def test_alias_lists_that_do_not_fit_are_refused_in_one_line(tpch, sql: str, error: type, fragment: str) -> None:
     _refused(tpch, sql, error, fragment)
+
+
+# -- 2. ON conditions that read the joined private table alone ----------------------------------
+
+
+LEFT_ON = ("SELECT count(*) FROM customer LEFT JOIN orders ON c_custkey = o_custkey "
+           "AND o_comment NOT LIKE '%special%requests%'")
+
+
+def test_a_condition_on_the_right_table_alone_keeps_left_join_semantics(tpch, exact) -> None:
+    got = _stats(tpch, LEFT_ON)
+    want = exact.execute(LEFT_ON).fetchone()[0]
+    assert next(iter(got.values()))["a0_n"] == want
+    # negative control: the same condition in WHERE drops the customers left without orders
+    in_where = exact.execute("SELECT count(*) FROM customer LEFT JOIN orders ON c_custkey = o_custkey "
+                             "WHERE o_comment NOT LIKE '%special%requests%'").fetchone()[0]
+    assert in_where < want
+    sql = tpch.prepare(LEFT_ON).sql
+    assert sql.index("NOT LIKE") < sql.index("AS __j1 ON")  # a filter of orders' side, before the join
+
+
+def test_conditions_in_on_that_read_the_left_table_stay_refused(tpch) -> None:
+    text = _refused(tpch, "SELECT count(*) FROM customer LEFT JOIN orders ON c_custkey = o_custkey "
+                          "AND o_totalprice > c_acctbal", PrivacyError, "only equalities of keys")
+    assert "o_totalprice > c_acctbal" in text
+    _refused(tpch, "SELECT count(*) FROM customer LEFT JOIN orders ON o_comment LIKE '%x%'", PrivacyError,
+             "needs an equality of keys")
