@@ -67,6 +67,8 @@ class Relation:
     unit: exp.Expression | None = None
     #: whether each row is one privacy unit (a GROUP BY of the unit below)
     per_unit: bool = False
+    #: a per-unit relation's count columns (``__p1``, ...) clipped to ``0..k``, by name: k
+    count_keys: dict[str, int] = field(default_factory=dict)
     #: the FROM clause after ``<source> AS __t``: joins and flat maps over reserved names (trees
     #: shared between relations: never changed, copied where they are placed)
     joins: list[exp.Join] = field(default_factory=list)

@@ -31,6 +31,7 @@ from dpsql.sql.joins import JoinContext, flat_map, resolve_from
 from dpsql.sql.links import link_unit
 from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
+from dpsql.sql.unitcount import clipped, rows_bound
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
@@ -372,15 +373,12 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     if inner.unit is None:
         _refuse(f"{where_} may only transform rows (no GROUP BY) before the DP aggregates: "
                 "its privacy unit is a row")
-    if inner.table.link is not None and (inner.joins or inner.unit is None or
+    if inner.table.link is not None and (inner.unit is None or
                                          inner.unit.sql(dialect="duckdb") != f'"{BASE}"."{inner.table.link.column}"'):
         _refuse(f"{where_} may not GROUP BY: its unit {inner.table.privacy_unit} is reached through the link "
                 f"{inner.table.link}, not a column of {table}; aggregate {table}'s rows directly")
     if inner.per_unit:
         _refuse(f"{where_} groups by {inner.table.privacy_unit} twice")
-    if inner.joined:
-        _refuse(f"{where_} that groups by {inner.table.privacy_unit} cannot read a join or unnest(); "
-                "join after the per-unit subquery, or aggregate the joined rows directly")
     for key, value in query.args.items():
         if value and key not in _ROWWISE_ARGS | {"group"}:
             _refuse(f"{where_} that groups by {inner.table.privacy_unit} may not use "
@@ -398,22 +396,27 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     if query.args.get("where") is not None:
         where.append(inner.substitute(query.args["where"].this, "WHERE"))
     out_cols: dict[str, exp.Expression | None] = {}
-    selects = [exp.alias_(total(inner.unit), "__p0")]
+    selects, k, counts = [exp.alias_(total(inner.unit), "__p0")], rows_bound(inner), {}
     for proj in query.expressions:
         value = proj.this if isinstance(proj, exp.Alias) else proj
         name = proj.alias_or_name.lower()
         if isinstance(value, exp.Column) and inner.substitute(value, "GROUP BY").sql(dialect="duckdb") == unit_sql:
             out_cols[name] = None if name in out_cols else exp.column("__p0", table=BASE)
             continue
-        column = f"__p{len(selects)}"
-        selects.append(exp.alias_(_unit_aggregate(value, inner), column))
+        column, agg = f"__p{len(selects)}", _unit_aggregate(value, inner)
+        if agg.key == "count" or (isinstance(agg, exp.Anonymous) and agg.name.lower() == "count"):
+            counts[column] = k  # clipped to the policy's row bound (dpsql.sql.unitcount)
+        selects.append(exp.alias_(clipped(agg, "count" if column in counts else "", k), column))
         out_cols[name] = None if name in out_cols else exp.column(column, table=BASE)
     base = exp.table_(inner.table.table_name, db=inner.table.schema, catalog=database, quoted=True)
-    sub = exp.select(*selects).from_(exp.alias_(base, BASE, table=True)).group_by(total(inner.unit))
+    source = inner.source.copy() if inner.source is not None else base
+    sub = exp.select(*selects).from_(exp.alias_(source, BASE, table=True)).group_by(total(inner.unit))
+    for join in inner.joins:  # one unit's rows: a join along the link carries the unit equality
+        sub = sub.join(join.copy())
     for w in where:
         sub = sub.where(total(w))
     return Relation(inner.table, out_cols, None, [], exp.Subquery(this=sub), exp.column("__p0", table=BASE),
-                    per_unit=True)
+                    per_unit=True, count_keys={c: n for c, n in counts.items() if n is not None})
 
 
 def _unit_aggregate(value: exp.Expression, inner: Relation) -> exp.Expression:
