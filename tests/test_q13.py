@@ -220,3 +220,19 @@ def test_the_clip_keeps_every_customer_in_the_domain() -> None:
     assert counts(heavy) == {**{k: 0.0 for k in range(K + 1)}, K: 1.0}
     unclipped = sql.replace("LEAST(", "COALESCE(")
     assert sum(_histogram(unclipped)(heavy).values()) == 0.0
+
+
+def test_a_per_unit_count_as_a_value_is_not_clipped() -> None:
+    """Only the GROUP BY key is clipped: the count as a value stays the unit's own (clamped by the
+    aggregate's bounds), so a DP quantile of it can still show how far people go past the bound."""
+    def setup(c) -> None:  # type: ignore[no-untyped-def]
+        c.execute("CREATE TABLE customer AS SELECT 1::BIGINT AS c_custkey")
+        c.execute("CREATE TABLE orders AS SELECT range::BIGINT AS o_orderkey, 1::BIGINT AS o_custkey, "
+                  "'plain' AS o_comment FROM range(3)")
+
+    con = dpsql.connect(":memory:", SMALL, setup=setup, noise=SeededNoise(1))
+    sql = ("SELECT DP_SUM(n, 0, 10) FROM (SELECT c_custkey, count(o_orderkey) AS n FROM customer "
+           "LEFT JOIN orders ON c_custkey = o_custkey GROUP BY c_custkey) WITH (epsilon = 1)")
+    prepared = con.prepare(sql)
+    names, rows = con.engine.statistics(prepared.sql)
+    assert prepared.plan.prepared[0].exact({"s": dict(zip(names, rows[0]))["a0_s"]})["s"] == 3  # not K = 2

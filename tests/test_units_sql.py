@@ -54,8 +54,7 @@ PER_PATIENT = "WITH per AS (SELECT patient_id, count(*) AS n, sum(cost) AS spend
 
 def test_a_per_unit_cte_has_one_row_per_unit(con) -> None:
     truth = con.engine.connection.execute(
-        "SELECT count(*), sum(LEAST(n, 5)) FROM (SELECT count(*) AS n FROM visits GROUP BY patient_id)").fetchone()
-    # a per-unit count is clipped to max_rows_per_unit = 5 in the SQL (dpsql.sql.unitcount)
+        "SELECT count(*), sum(LEAST(n, 30)) FROM (SELECT count(*) AS n FROM visits GROUP BY patient_id)").fetchone()
     query = PER_PATIENT + "SELECT DP_COUNT(*), DP_SUM(n, 0, 30) FROM per WITH (epsilon = 1)"
     exact = _exact(con, query)
     total = con.prepare(query).plan.prepared[1]  # the sum is of integers on a grid (dpsql.mechanisms.fixed)

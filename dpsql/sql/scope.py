@@ -31,7 +31,7 @@ from dpsql.sql.joins import JoinContext, flat_map, resolve_from
 from dpsql.sql.links import link_unit
 from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
-from dpsql.sql.unitcount import clipped, rows_bound
+from dpsql.sql.unitcount import clipped_counts, rows_bound
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
@@ -396,27 +396,26 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     if query.args.get("where") is not None:
         where.append(inner.substitute(query.args["where"].this, "WHERE"))
     out_cols: dict[str, exp.Expression | None] = {}
-    selects, k, counts = [exp.alias_(total(inner.unit), "__p0")], rows_bound(inner), {}
+    selects = [exp.alias_(total(inner.unit), "__p0")]
     for proj in query.expressions:
         value = proj.this if isinstance(proj, exp.Alias) else proj
         name = proj.alias_or_name.lower()
         if isinstance(value, exp.Column) and inner.substitute(value, "GROUP BY").sql(dialect="duckdb") == unit_sql:
             out_cols[name] = None if name in out_cols else exp.column("__p0", table=BASE)
             continue
-        column, agg = f"__p{len(selects)}", _unit_aggregate(value, inner)
-        if agg.key == "count" or (isinstance(agg, exp.Anonymous) and agg.name.lower() == "count"):
-            counts[column] = k  # clipped to the policy's row bound (dpsql.sql.unitcount)
-        selects.append(exp.alias_(clipped(agg, "count" if column in counts else "", k), column))
+        column = f"__p{len(selects)}"
+        selects.append(exp.alias_(_unit_aggregate(value, inner), column))
         out_cols[name] = None if name in out_cols else exp.column(column, table=BASE)
+    extra, counts = clipped_counts(selects[1:], rows_bound(inner))  # keys 0..k (dpsql.sql.unitcount)
     base = exp.table_(inner.table.table_name, db=inner.table.schema, catalog=database, quoted=True)
     source = inner.source.copy() if inner.source is not None else base
-    sub = exp.select(*selects).from_(exp.alias_(source, BASE, table=True)).group_by(total(inner.unit))
+    sub = exp.select(*selects, *extra).from_(exp.alias_(source, BASE, table=True)).group_by(total(inner.unit))
     for join in inner.joins:  # one unit's rows: a join along the link carries the unit equality
         sub = sub.join(join.copy())
     for w in where:
         sub = sub.where(total(w))
     return Relation(inner.table, out_cols, None, [], exp.Subquery(this=sub), exp.column("__p0", table=BASE),
-                    per_unit=True, count_keys={c: n for c, n in counts.items() if n is not None})
+                    per_unit=True, count_keys=counts)
 
 
 def _unit_aggregate(value: exp.Expression, inner: Relation) -> exp.Expression:
