@@ -5,8 +5,8 @@ unit. Besides each of its ``count(...)`` columns it computes ``LEAST(count(...),
 is the largest ``max_rows_per_unit`` of the unit's private tables the subquery reads (TPC-H Q13:
 orders' 40 for ``customer LEFT JOIN orders``). A GROUP BY of the count reads the clipped column
 (:func:`clipped_key`): the policy's row bound, enforced in the SQL as everywhere else. A unit
-with more rows lands in the group ``k`` (at SF 1 one customer of 150,000 has 41 orders, and Q13
-counts it in ``c_count = 40``), the group a count of its rows truncated to ``k`` would give for
+with more rows lands in the group ``k`` (at SF 1, 3 customers of 150,000 have 41 orders, and Q13
+counts them in ``c_count = 40``), the group a count of its rows truncated to ``k`` would give for
 ``count(*)``. The count as a *value* (``DP_SUM(n, 0, 30)``, ``DP_QUANTILE(n, 0.9, 0, 50)`` to
 choose ``max_rows_per_unit``) stays the unit's own, clamped by the aggregate's bounds as before.
 
