@@ -11,7 +11,7 @@ counts them in ``c_count = 40``), the group a count of its rows truncated to ``k
 choose ``max_rows_per_unit``) stays the unit's own, clamped by the aggregate's bounds as before.
 
 Every value of the clipped column is an integer in ``0..k``, a set the policy alone fixes, so the
-GROUP BY has a public key domain (:func:`count_source`): every key of ``0..k`` gets a row, with no
+GROUP BY has a public key domain (:func:`count_domain`): every key of ``0..k`` gets a row, with no
 τ-threshold and no δ. Guarantee: under add/remove of one unit (all its rows in every table), the
 per-unit subquery gains or loses exactly its one row, so the unit is in exactly one outer group;
 the keys are fixed; so the vector of per-group ``DP_COUNT(*)`` moves by 1 in L1 and L2, and
@@ -30,7 +30,6 @@ from sqlglot import exp
 from dpsql.sql.build import BASE
 
 if t.TYPE_CHECKING:
-    from dpsql.sql.keysource import KeySource
     from dpsql.sql.relation import Relation
 
 
@@ -85,13 +84,11 @@ def clipped_key(g: exp.Expression, rel: "Relation") -> exp.Expression:
     return exp.column(rel.count_keys[name][0], table=BASE)
 
 
-def count_source(g: exp.Expression, rel: "Relation") -> "KeySource | None":
-    """The public domain ``0..k`` of a GROUP BY of a clipped per-unit count, else ``None``."""
-    from dpsql.sql.keysource import KeySource
-
+def count_domain(g: exp.Expression, rel: "Relation") -> tuple[str, tuple[int, ...]] | None:
+    """The public domain ``0..k`` of a GROUP BY of a clipped per-unit count (how EXPLAIN names
+    it, and its keys), else ``None``."""
     name = _column(g, rel)
     for clip, k in rel.count_keys.values():
         if name == clip:
-            return KeySource(f"a per-unit count, clipped to 0..{k} (max_rows_per_unit) in the SQL",
-                             values=tuple(range(k + 1)))
+            return f"a per-unit count, clipped to 0..{k} (max_rows_per_unit) in the SQL", tuple(range(k + 1))
     return None
