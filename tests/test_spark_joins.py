@@ -203,6 +203,10 @@ UNIT_QUERIES = [
     "SELECT code, DP_COUNT(*) FROM visits CROSS JOIN UNNEST(string_split(codes, ';')) AS c(code) GROUP BY code "
     "WITH (epsilon = 1, keys = ['A09', 'I10', 'M54', 'Z00'])",
     "SELECT DP_COUNT(*) FROM visits v LEFT JOIN patients p ON v.patient_id = p.patient_id AND p.sex = 'F' WITH (epsilon = 1)",
+    # TPC-H Q13's shape: a per-unit count over a LEFT JOIN with a filter in ON, clipped, as the key
+    "SELECT n, DP_COUNT(*) FROM (SELECT p.patient_id, count(v.cost) FROM patients p LEFT JOIN visits v "
+    "ON p.patient_id = v.patient_id AND v.ward <> 'emergency' GROUP BY p.patient_id) AS per (pid, n) "
+    "GROUP BY n WITH (epsilon = 1)",
 ]
 
 

@@ -47,6 +47,7 @@ from dpsql.sql.scope import (
 )
 from dpsql.sql.shadow import TypesOf, describe_over, policy_types
 from dpsql.sql.statistics import Statistic
+from dpsql.sql.unitcount import clipped_key
 
 __all__ = ["Bound", "BoundAggregate", "Catalog", "bind"]
 
@@ -268,6 +269,7 @@ def _bind_select(
             agg.column_type = (catalog(agg.column_table or rel.table.name) or {}).get(agg.column)
     check_argument_types(aggregates)
     user_groups, group_by = _group_exprs(select, rel)
+    group_by = [clipped_key(g, rel) for g in group_by]  # a per-unit count's key: clipped to 0..k
     group_columns = [rel.base_column(g) for g in group_by]
     relation = rel.source if rel.source is not None else qualified(rel.table, database)
     chain = rel.from_sql(relation)

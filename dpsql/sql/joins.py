@@ -29,13 +29,13 @@ from dpsql.sql.casts import as_is
 from dpsql.sql.commajoin import comma_joins
 from dpsql.sql.flatmap import flat_map
 from dpsql.sql.links import is_link_pair
+from dpsql.sql.onfilter import right_filters
 from dpsql.sql.relation import Columns, JoinContext, ReadPublic, Relation
 from dpsql.sql.template import conjunction, fill, number
 from dpsql.sql.total import total
 
 if t.TYPE_CHECKING:
     from dpsql.sql.options import Options
-
 
 
 def _refuse(msg: str) -> t.NoReturn:
@@ -321,7 +321,7 @@ def _strategy(jc: JoinContext, side: str, tp: TablePolicy, rel: Relation) -> Tru
 def _private_join(rel: Relation, item: exp.Table, tp: TablePolicy, alias: str, join: exp.Join, side: str,
                   resolve: Resolve, catalog: Catalog, jc: JoinContext) -> Relation:
     left = rel.table
-    right = resolve(item)
+    join, right = right_filters(join, alias, resolve(item), rel)  # ON conditions on tp alone: its WHERE
     if right.per_unit or (right.joins and tp.link is None):
         _refuse(f"private table {tp.name} can only be joined directly")
     name = jc.alias("j")

@@ -25,6 +25,7 @@ from sqlglot import exp
 from dpsql.sql import casts
 from dpsql.sql.intervals import date_part_of, date_part_range
 from dpsql.sql.joins import qualified
+from dpsql.sql.unitcount import count_domain
 
 if t.TYPE_CHECKING:
     from dpsql.sql.relation import Relation
@@ -62,6 +63,9 @@ def key_sources(group_by: t.Sequence[exp.Expression], rel: "Relation", database:
 def _source(g: exp.Expression, rel: "Relation", database: str | None) -> KeySource | None:
     while isinstance(g, exp.Paren):
         g = g.this
+    counted = count_domain(g, rel)  # a per-unit count clipped to 0..k
+    if counted is not None:
+        return KeySource(counted[0], values=counted[1])
     owner = rel.owner(g)
     if owner is not None:
         tp, name = owner

@@ -67,6 +67,9 @@ class Relation:
     unit: exp.Expression | None = None
     #: whether each row is one privacy unit (a GROUP BY of the unit below)
     per_unit: bool = False
+    #: a per-unit relation's count columns (``__p1``, ...): the column of the count clipped to
+    #: ``0..k`` that a GROUP BY of it reads, and k (dpsql.sql.unitcount)
+    count_keys: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: the FROM clause after ``<source> AS __t``: joins and flat maps over reserved names (trees
     #: shared between relations: never changed, copied where they are placed)
     joins: list[exp.Join] = field(default_factory=list)

@@ -24,12 +24,14 @@ from sqlglot import exp
 
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from dpsql.privacy.policy import Policy, TablePolicy
+from dpsql.sql.aliaslist import apply_alias_list, renamed
 from dpsql.sql.build import BASE, RESERVED_PREFIX
 from dpsql.sql.insubquery import public_in
 from dpsql.sql.joins import JoinContext, flat_map, resolve_from
 from dpsql.sql.links import link_unit
 from dpsql.sql.relation import Relation
 from dpsql.sql.suggest import did_you_mean
+from dpsql.sql.unitcount import clipped_counts, rows_bound
 
 Catalog = t.Callable[[str], "dict[str, str] | None"]
 """``catalog(table) -> {column: DuckDB type}`` (names lower-case), or ``None`` if no such table."""
@@ -84,7 +86,7 @@ def with_env(query: exp.Expression, env: Env, catalog: Catalog, policy: Policy) 
         if policy.table(name) is not None or catalog(name) is not None:
             _refuse(f"CTE {name} has the name of a table; give the CTE another name")
         seen.add(name)
-        item = _Cte(name, cte.this, env)
+        item = _Cte(name, renamed(cte.this, cte.args.get("alias")), env)  # name (a, b) AS ...
         out.append((item, env))
         env = env + (item,)
     return env, out
@@ -191,6 +193,7 @@ def resolve_chain(
         return _linked(rel, policy, catalog, database, jc) if tp.link is not None else rel
     if isinstance(item, exp.Subquery):
         _no_operators(item)
+        item = apply_alias_list(item)  # AS name (a, b): the names go onto its select list
         inner = _rowwise(item.this, env, policy, catalog, depth + 1, database, jc)
         return inner.carried(inner.columns, _alias(item), inner.where)
     if isinstance(item, exp.Lateral):
@@ -370,15 +373,12 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
     if inner.unit is None:
         _refuse(f"{where_} may only transform rows (no GROUP BY) before the DP aggregates: "
                 "its privacy unit is a row")
-    if inner.table.link is not None and (inner.joins or inner.unit is None or
+    if inner.table.link is not None and (inner.unit is None or
                                          inner.unit.sql(dialect="duckdb") != f'"{BASE}"."{inner.table.link.column}"'):
         _refuse(f"{where_} may not GROUP BY: its unit {inner.table.privacy_unit} is reached through the link "
                 f"{inner.table.link}, not a column of {table}; aggregate {table}'s rows directly")
     if inner.per_unit:
         _refuse(f"{where_} groups by {inner.table.privacy_unit} twice")
-    if inner.joined:
-        _refuse(f"{where_} that groups by {inner.table.privacy_unit} cannot read a join or unnest(); "
-                "join after the per-unit subquery, or aggregate the joined rows directly")
     for key, value in query.args.items():
         if value and key not in _ROWWISE_ARGS | {"group"}:
             _refuse(f"{where_} that groups by {inner.table.privacy_unit} may not use "
@@ -406,12 +406,16 @@ def _per_unit(query: exp.Select, inner: Relation, database: str | None) -> Relat
         column = f"__p{len(selects)}"
         selects.append(exp.alias_(_unit_aggregate(value, inner), column))
         out_cols[name] = None if name in out_cols else exp.column(column, table=BASE)
+    extra, counts = clipped_counts(selects[1:], rows_bound(inner))  # keys 0..k (dpsql.sql.unitcount)
     base = exp.table_(inner.table.table_name, db=inner.table.schema, catalog=database, quoted=True)
-    sub = exp.select(*selects).from_(exp.alias_(base, BASE, table=True)).group_by(total(inner.unit))
+    source = inner.source.copy() if inner.source is not None else base
+    sub = exp.select(*selects, *extra).from_(exp.alias_(source, BASE, table=True)).group_by(total(inner.unit))
+    for join in inner.joins:  # one unit's rows: a join along the link carries the unit equality
+        sub = sub.join(join.copy())
     for w in where:
         sub = sub.where(total(w))
     return Relation(inner.table, out_cols, None, [], exp.Subquery(this=sub), exp.column("__p0", table=BASE),
-                    per_unit=True)
+                    per_unit=True, count_keys=counts)
 
 
 def _unit_aggregate(value: exp.Expression, inner: Relation) -> exp.Expression:
