@@ -100,7 +100,7 @@ def summarise(stat: str, values: list[t.Any], truth: t.Any) -> dict[str, t.Any]:
 
 def releases(con: t.Any, query: str, n: int) -> list[t.Any]:
     """Execute the statistics query once, then draw ``n`` releases (noise only)."""
-    from dpsql.engine.release import release
+    from dpsql._release.release import release
 
     prepared = con.prepare(query)
     plan, rewritten = prepared.plan, prepared.rewritten

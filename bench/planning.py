@@ -2,7 +2,7 @@
 
     python -m bench.planning [--runs 200] [--only NAME ...] [--profile NAME] [--json FILE]
 
-Planning is :func:`dpsql.engine.pipeline.prepare` (as ``bench/speed.py``'s "plan ms"): the
+Planning is :func:`dpsql._query.pipeline.prepare` (as ``bench/speed.py``'s "plan ms"): the
 statement planned afresh each time, not a plan a connection keeps. Printed per query: the first
 plan in the process (the templates and caches cold) and the median of ``--runs`` plans after
 it, in milliseconds. The queries are ``bench/speed.py``'s, a SELECT of twenty quantiles, a
@@ -85,7 +85,7 @@ def connections() -> list[tuple[t.Any, dict[str, str]]]:
 
 def measure(con: t.Any, query: str, runs: int) -> tuple[float, float]:
     """The first plan's time and the median of ``runs`` plans after it, in milliseconds."""
-    from dpsql.engine.pipeline import prepare
+    from dpsql._query.pipeline import prepare
 
     start = time.perf_counter()
     prepare(query, con.policy, con.engine)
@@ -102,7 +102,7 @@ def profile(con: t.Any, query: str, runs: int) -> None:
     import cProfile
     import pstats
 
-    from dpsql.engine.pipeline import prepare
+    from dpsql._query.pipeline import prepare
 
     prepare(query, con.policy, con.engine)
     prof = cProfile.Profile()

@@ -117,7 +117,7 @@ def main() -> int:
     import psycopg
 
     import dpsql
-    from dpsql.privacy.ledger import Ledger
+    from dpsql._accounting.ledger import Ledger
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000)

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     if tumult is not None:
         print(f"Tumult Analytics: {json.dumps(tumult)}", file=sys.stderr, flush=True)
     if args.generic:
-        from dpsql.compile.spark import SparkCompiler
+        from dpsql._compile.spark import SparkCompiler
 
         SparkCompiler.value_histogram = lambda self, node: None  # type: ignore[method-assign]
 

@@ -147,7 +147,7 @@ def available(case: Case) -> bool:
 def plan_ms(con: t.Any, query: str, n: int = 50) -> float:
     """Median planning time (parse, bind, plan, rewrite; no execution) in milliseconds, of a
     statement planned afresh (not the plan a connection keeps for a statement it has seen)."""
-    from dpsql.engine.pipeline import prepare
+    from dpsql._query.pipeline import prepare
 
     times = []
     for _ in range(n):
@@ -160,8 +160,8 @@ def plan_ms(con: t.Any, query: str, n: int = 50) -> float:
 def release_ms_per_1000(con: t.Any, query: str, runs: int = 5) -> tuple[float, int] | None:
     """Median time of the release step alone (key selection, noise for every group and part,
     the released values and report; no SQL) per 1,000 group rows, and the number of groups."""
-    from dpsql.engine.release import release
-    from dpsql.privacy.noise import default_noise
+    from dpsql._privacy.noise import default_noise
+    from dpsql._release.release import release
 
     prepared = con.prepare(query)
     if prepared.plan is None or not prepared.rewritten.keys:

@@ -20,7 +20,7 @@ warm-up round discarded) in five forms:
 * *dpsql, row unit*: the same query on the same table declared with a row privacy unit.
 
 The target (issue 29): dpsql within 1.2× of the faster floor, which for counts, sums and means
-is the per-unit aggregation (dpsql pre-aggregates them: dpsql.sql.perunit).
+is the per-unit aggregation (dpsql pre-aggregates them: dpsql._compile.perunit).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def section(run: dict[str, t.Any], command: str, standalone: bool = True) -> str
         "aggregation*: GROUP BY the unit (and key) first, clip each unit's count to k and its sum to k·U "
         "(issue 29's floor) or scale it by min(n, k)/n (the mean), with g the unit's g groups of smallest "
         "hash; *dpsql*: `Connection.sql()` end to end (it pre-aggregates these queries: "
-        "`contribution = 'auto'` picks pre-aggregation for counts, sums and means, dpsql/sql/perunit.py); "
+        "`contribution = 'auto'` picks pre-aggregation for counts, sums and means, dpsql/_compile/perunit.py); "
         "*dpsql, row unit*: the same query on the same table declared with a row privacy unit (no "
         "enforcement). *row-level* is plain DuckDB's clipped query.")
     lines.append("")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass
 
+from dpsql._accounting.budget import Cost, format_cost
+from dpsql._accounting.ledger import BudgetLedger, Entry
 from dpsql.display import html_lines, html_table, render_table
-from dpsql.privacy.budget import Cost, format_cost
-from dpsql.privacy.ledger import BudgetLedger, Entry
 
 
 @dataclass(frozen=True)

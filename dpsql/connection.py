@@ -1,7 +1,7 @@
 """The Python API: ``dpsql.connect()`` and :class:`Connection`.
 
-A query goes through the pipeline of :mod:`dpsql.engine.pipeline`: prepare (parse, bind, plan,
-rewrite; no data touched, nothing charged), then the backend (:mod:`dpsql.engine.backend`;
+A query goes through the pipeline of :mod:`dpsql._query.pipeline`: prepare (parse, bind, plan,
+rewrite; no data touched, nothing charged), then the backend (:mod:`dpsql.backends.backend`;
 DuckDB unless told otherwise) computes the exact statistics, the ledger is charged atomically,
 and only then is noise added and the result returned. A query refused before execution charges
 nothing. If the engine fails at run time, nothing is charged and the message is withheld (it
@@ -17,25 +17,25 @@ from collections import OrderedDict
 
 import duckdb
 
+from dpsql._accounting.budget import Cost, format_cost, to_kind
+from dpsql._accounting.ledger import BudgetLedger, Ledger
+from dpsql._policy.catalog_check import check_against_catalog
+from dpsql._policy.policy import Policy, load_policy
+from dpsql._privacy.noise import NoiseSource, default_noise
+from dpsql._query.pipeline import WAITING, PreparedQuery, prepare, release
+from dpsql._sql.depth import nested_refused
+from dpsql.backends.backend import Backend
+from dpsql.backends.duck import DuckDBEngine
+from dpsql.backends.sandbox import harden
+from dpsql.backends.sources import expose_registered, open_sources, with_files
 from dpsql.budget_status import BudgetStatus
-from dpsql.engine.backend import Backend
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import WAITING, PreparedQuery, prepare, release
-from dpsql.engine.sandbox import harden
-from dpsql.engine.sources import expose_registered, open_sources, with_files
 from dpsql.errors import Error, ExecutionError, LedgerError, OptionError, PolicyError, PrivacyError, QueryCancelled
-from dpsql.privacy.budget import Cost, format_cost, to_kind
-from dpsql.privacy.catalog_check import check_against_catalog
-from dpsql.privacy.ledger import BudgetLedger, Ledger
-from dpsql.privacy.noise import NoiseSource, default_noise
-from dpsql.privacy.policy import Policy, load_policy
 from dpsql.result import Result
-from dpsql.sql.depth import nested_refused
 
 if t.TYPE_CHECKING:
-    from dpsql.engine.backend import Rows
-    from dpsql.engine.cancel import Cancellation
-    from dpsql.engine.columns import Statistics
+    from dpsql._query.cancel import Cancellation
+    from dpsql.backends.backend import Rows
+    from dpsql.backends.columns import Statistics
 
 #: Plans a connection keeps, most recently used first (:meth:`Connection.prepare`).
 PLANS_KEPT = 256
@@ -77,7 +77,7 @@ class Connection:
         *,
         user: str | None = None,
     ) -> None:
-        # a DuckDB connection, or a backend (dpsql.engine.spark.SparkEngine, or any other)
+        # a DuckDB connection, or a backend (dpsql.backends.spark.SparkEngine, or any other)
         self.engine: Backend = DuckDBEngine(con) if isinstance(con, duckdb.DuckDBPyConnection) else con
         self.engine.located.update(located or {})
         if policy.database is None and self.engine.database is not None:
@@ -163,13 +163,13 @@ class Connection:
         """The statement that computes the query's exact statistics, in another SQL dialect.
 
         For data that outgrows one machine: ``dialect="spark"`` gives the statement written for
-        Spark by :data:`dpsql.sql.target.SPARK` (the form ``connect(spark_session, ...)`` runs);
+        Spark by :data:`dpsql._compile.target.SPARK` (the form ``connect(spark_session, ...)`` runs);
         any other dialect is a plain sqlglot transpile of the DuckDB statement, unchecked. The
         rows it returns go through :meth:`release`. Reads no data and spends nothing.
         """
         import sqlglot
 
-        from dpsql.sql.target import TARGETS
+        from dpsql._compile.target import TARGETS
 
         prepared = self.prepare(query)
         if prepared.public or prepared.search_sql:
@@ -180,7 +180,7 @@ class Connection:
         if self.engine.target is not TARGETS["duckdb"]:  # the reference form the others are written from
             raise Error(f"this connection runs on {self.engine.name}; its statements are in that dialect only")
         if dialect in TARGETS:
-            from dpsql.engine.rewrite import rewrite
+            from dpsql._plan.rewrite import rewrite
 
             return rewrite(prepared.plan, TARGETS[dialect]).sql
         return sqlglot.transpile(prepared.sql, read="duckdb", write=dialect)[0]
@@ -193,9 +193,9 @@ class Connection:
 
         Ctrl-C stops the engine at once and raises :class:`~dpsql.errors.QueryCancelled` (a
         KeyboardInterrupt); nothing is charged, unless it came after the charge: then the
-        release is finished and kept in the exception's ``result`` (:mod:`dpsql.engine.cancel`).
+        release is finished and kept in the exception's ``result`` (:mod:`dpsql._query.cancel`).
         """
-        from dpsql.engine.cancel import Cancellation
+        from dpsql._query.cancel import Cancellation
 
         guard = Cancellation(self.engine.cancel)
         try:
@@ -212,8 +212,8 @@ class Connection:
 
     def _answer(self, query: str, guard: "Cancellation") -> tuple[Result, Cost | None]:
         """The result of ``query`` and what it charged (None: nothing)."""
+        from dpsql._query.probe import NOTE, answer_probe, parse_if_probe_like
         from dpsql.describe import answer
-        from dpsql.engine.probe import NOTE, answer_probe, parse_if_probe_like
 
         catalog = answer(self, query)
         if catalog is not None:
@@ -236,7 +236,7 @@ class Connection:
         amount = self._check_budget(prepared)  # BudgetError, nothing charged, before any data is read
         guard.check()
         rows: Rows | Statistics
-        if prepared.search_sql:  # bounds found privately: their histogram first (dpsql.engine.found)
+        if prepared.search_sql:  # bounds found privately: their histogram first (dpsql._release.found)
             names, rows = self.engine.statistics(prepared.search_sql)
             guard.hold()  # the charge, the query with the found bounds and the release finish
             return self.release(prepared, names, rows), amount
@@ -378,7 +378,7 @@ def _refuse_test_noise(noise: NoiseSource, ledger: str) -> None:
 def _refuse_data_file(database: t.Any, policy: t.Any) -> None:
     """A data file is not a database: DuckDB would create a database under its name if it is
     missing, or fail to read it as one. Say which, and how to open it."""
-    from dpsql.engine.sources import reader_of
+    from dpsql.backends.sources import reader_of
 
     if not isinstance(database, (str, os.PathLike)) or reader_of(str(database)) is None:
         return
@@ -409,9 +409,9 @@ def connect(
     """Open a DP connection.
 
     ``database`` may also be a ``pyspark.sql.SparkSession``: the statistics then run on Spark
-    (:mod:`dpsql.engine.spark`, ``docs/spark.md``), over the tables and views of its catalog;
+    (:mod:`dpsql.backends.spark`, ``docs/spark.md``), over the tables and views of its catalog;
     a policy table with ``source = ...`` files becomes a temporary view of the session. Or it is
-    a :class:`~dpsql.engine.backend.Backend` (any other engine), which the connection then owns.
+    a :class:`~dpsql.backends.backend.Backend` (any other engine), which the connection then owns.
 
     ``database`` is a DuckDB file path, ``":memory:"``, data files (a Parquet, CSV or JSON path
     or glob, or a list of them: as on the command line, they become the policy's table of the
@@ -436,8 +436,8 @@ def connect(
     if pol.ledger is not None and not init_ledger and not os.path.lexists(pol.ledger):
         raise LedgerError(_missing_ledger(given, policy, pol))  # before anything is opened
     if _is_spark_session(database):
-        from dpsql.engine.spark import SparkEngine
-        from dpsql.engine.spark_open import open_spark_sources
+        from dpsql.backends.spark import SparkEngine
+        from dpsql.backends.spark_open import open_spark_sources
 
         if setup is not None:
             setup(database)

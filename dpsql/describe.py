@@ -75,7 +75,7 @@ def _arrow(columns: list[str], rows: list[tuple[t.Any, ...]]) -> pa.Table:
 
 def _declared(con: t.Any, name: str) -> tuple[t.Any, dict[str, str]]:
     """The policy of table ``name`` and its columns, or the error a query on it would raise."""
-    from dpsql.sql.suggest import did_you_mean
+    from dpsql._sql.suggest import did_you_mean
 
     found = _resolve(con, name)
     if len(found) > 1:
@@ -125,8 +125,8 @@ def information_schema(con: t.Any, query: str) -> Result | None:
     query reads no ``information_schema`` view."""
     from sqlglot import exp
 
-    from dpsql.sql import dialect
-    from dpsql.sql.guards import check_functions, check_statement
+    from dpsql._sql import dialect
+    from dpsql._sql.guards import check_functions, check_statement
 
     parsed = dialect.parse(query)
     tree = parsed.this
@@ -160,10 +160,10 @@ def information_schema(con: t.Any, query: str) -> Result | None:
 
 def _run_on_copy(con: t.Any, sql: str) -> pa.Table:
     """Run ``sql`` in a locked-down in-memory DuckDB holding the declared tables' catalog rows
-    (:meth:`~dpsql.engine.backend.Backend.catalog_rows`)."""
+    (:meth:`~dpsql.backends.backend.Backend.catalog_rows`)."""
     import duckdb
 
-    from dpsql.engine.sandbox import harden
+    from dpsql.backends.sandbox import harden
 
     engine = con.engine
     declared = [(n, engine.catalog_of(n) or "", con.policy.tables[n].schema, con.policy.tables[n].table_name)

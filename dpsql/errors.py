@@ -26,7 +26,7 @@ def nearest(word: str, candidates: t.Iterable[str], cutoff: float = 0.7) -> str 
 
 def did_you_mean(word: str, candidates: t.Iterable[str], cutoff: float = 0.7, *, exact: bool = False) -> str:
     """``"; did you mean NAME?"`` for the nearest candidate, or ``""`` (for messages that name
-    something unknown: :mod:`dpsql.sql.suggest`). A candidate that differs from ``word`` only in
+    something unknown: :mod:`dpsql._sql.suggest`). A candidate that differs from ``word`` only in
     case, underscores or spaces is left out, unless ``exact`` (names that must match exactly,
     such as the policy's column names: ``patientid`` for ``patient_id``)."""
     names = [c for c in candidates if (c != word if exact else _key(c) != _key(word))]

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from dpsql._sql.dialect import DPSQL, parse, to_sql
 from dpsql.errors import Error, ParseError
-from dpsql.sql.dialect import DPSQL, parse, to_sql
 
 
 class ParameterError(Error):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 import typing as t
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy.report import ReportEntry, fmt
+from dpsql.backends.output import OneRow
 from dpsql.display import html_lines, html_table, render_table
-from dpsql.engine.output import OneRow
 from dpsql.errors import Error
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.report import ReportEntry, fmt
 
 #: rows a Result shows in its text and HTML forms (all of them are in fetchall(), df(), ...)
 SHOWN_ROWS = 40
@@ -29,7 +29,7 @@ class Result:
     interval over the groups; :meth:`intervals` and ``df(intervals=True)`` give each row's own.
 
     ``table`` is an Arrow table, or the one row of an ungrouped release
-    (:class:`~dpsql.engine.output.OneRow`), made an Arrow table the first time ``table`` is
+    (:class:`~dpsql.backends.output.OneRow`), made an Arrow table the first time ``table`` is
     read: the rows, columns and length are answered from the row itself.
     """
 
@@ -148,7 +148,7 @@ class Result:
         (a count clamped at 0, a negative sum of non-negative values, a mean at a bound).
         Computed from the released values and their widths only; False without an interval.
 
-        >>> from dpsql.engine.output import OneRow
+        >>> from dpsql.backends.output import OneRow
         >>> r = Result(OneRow(["n"], [3.0]), sources=[None])
         >>> r.within_noise("n")
         [False]

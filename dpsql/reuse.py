@@ -2,7 +2,7 @@
 
 Publishing a released answer again is post-processing, so it spends nothing; and a dashboard
 that refreshes every minute must not drain the budget. A release is kept in the ledger file
-(:mod:`dpsql.privacy.releases`) under a key that covers everything its answer depends on:
+(:mod:`dpsql._accounting.releases`) under a key that covers everything its answer depends on:
 
 * the statement after the policy's ``[defaults]``, with whitespace, keyword case and identifier
   case normalised (:attr:`PreparedQuery.canonical`), and the output column names as written;
@@ -26,14 +26,14 @@ import struct
 import typing as t
 from datetime import datetime
 
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.report import ReportEntry
+from dpsql._accounting.budget import Cost
+from dpsql._privacy.report import ReportEntry
 from dpsql.result import Result
 
 if t.TYPE_CHECKING:
-    from dpsql.engine.pipeline import PreparedQuery
-    from dpsql.privacy.policy import Policy
-    from dpsql.privacy.releases import StoredRelease
+    from dpsql._accounting.releases import StoredRelease
+    from dpsql._policy.policy import Policy
+    from dpsql._query.pipeline import PreparedQuery
 
 __all__ = ["key", "encode", "decode", "reused_note"]
 

@@ -14,8 +14,8 @@ import pytest
 import scipy  # noqa: F401
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 
 matplotlib.use("Agg")
 

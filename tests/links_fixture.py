@@ -13,8 +13,8 @@ import typing as t
 import duckdb
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.admin.bruteforce_links import Link
-from dpsql.privacy.noise import SeededNoise
 
 Rows = list[tuple[t.Any, ...]]
 

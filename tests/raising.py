@@ -1,7 +1,7 @@
 """What raises in DuckDB among the allowlist's functions and operators, measured over edge values.
 
 Test support for tests/test_nonraising.py. :data:`CALLS` gives every node class and anonymous
-function name that :mod:`dpsql.sql.allow` admits one or more DuckDB spellings whose ``{X}``
+function name that :mod:`dpsql._sql.allow` admits one or more DuckDB spellings whose ``{X}``
 holes take a column of an argument type (:data:`CORPUS`); :func:`raises` evaluates a spelling
 over every combination of edge values (without TRY) and returns an example of a failing row.
 """
@@ -15,8 +15,8 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
+from dpsql._sql import allow
 from dpsql.errors import Error
-from dpsql.sql import allow
 
 _INTS = {
     "TINYINT": (-128, 127), "SMALLINT": (-32768, 32767), "INTEGER": (-2147483648, 2147483647),

@@ -7,8 +7,8 @@ import math
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 MEAN = "SELECT race, DP_MEAN(age) AS age, DP_COUNT(*) AS n FROM adult GROUP BY race"
@@ -53,7 +53,7 @@ def test_a_grouped_mean_has_each_groups_own_interval_from_its_noisy_count() -> N
 
 
 def _prepared_mean():
-    from dpsql.engine.pipeline import prepare
+    from dpsql._query.pipeline import prepare
 
     con = dpsql.connect(":memory:", demo_policy(epsilon=1e9, delta=0.5), setup=load_adult, noise=SeededNoise(0))
     try:

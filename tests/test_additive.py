@@ -17,10 +17,10 @@ import re
 
 import pytest
 
+from dpsql._sql.options import Options
 from dpsql.mechanisms import additive
 from dpsql.mechanisms.additive import sensitivities
 from dpsql.mechanisms.base import Context
-from dpsql.sql.options import Options
 
 #: (L, U): around 0 (exercises max(|L|, |U|) for add_remove), and two intervals that exclude 0
 #: (where a replaced row that becomes NULL or leaves the filter moves a sum by more than U − L)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import dpsql
-import dpsql.engine.release as release_module
-from dpsql.engine import pipeline as pipeline_module
+import dpsql._release.release as release_module
+from dpsql._privacy.noise import SeededNoise
+from dpsql._query import pipeline as pipeline_module
 from dpsql.errors import InternalError
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 WITHHELD = ("releasing the result failed; the details are withheld because they could depend "
@@ -152,7 +152,7 @@ def test_the_bound_implied_range_of_a_sum() -> None:
 
 
 RELEASE_CODE = [*sorted((Path(dpsql.__file__).parent / "mechanisms").glob("*.py")),
-                Path(dpsql.__file__).parent / "engine" / "release.py"]
+                Path(dpsql.__file__).parent / "_release" / "release.py"]
 
 
 @pytest.mark.parametrize("path", RELEASE_CODE, ids=lambda p: p.name)

@@ -2,7 +2,7 @@
 target naming it), defined here and nowhere else.
 
 The toy backend runs the statistics on the standard library's sqlite3. Its compiler, a
-subclass of DuckDB's (:class:`dpsql.compile.compiler.Compiler`), writes the statement from its
+subclass of DuckDB's (:class:`dpsql._compile.compiler.Compiler`), writes the statement from its
 typed plan in SQLite's dialect, overriding one form (the FROM chain, from the bound relation);
 its target refuses the forms SQLite cannot run; ``dpsql.connect(backend, policy)`` then answers DP queries, DESCRIBE,
 SHOW TABLES, SHOW ALL TABLES, information_schema and zero-row probes through the same pipeline
@@ -23,12 +23,12 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
-from dpsql.compile.compiler import Compiler, register
-from dpsql.compile.plan import Relation
-from dpsql.engine.backend import Backend, Tables
+from dpsql._compile.compiler import Compiler, register
+from dpsql._compile.plan import Relation
+from dpsql._compile.target import Target
+from dpsql._privacy.noise import SeededNoise
+from dpsql.backends.backend import Backend, Tables
 from dpsql.errors import BindError, Error, ExecutionError, PrivacyError
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,7 +214,7 @@ def test_the_targets_refusal_charges_nothing(con) -> None:
 # ---------------------------------------------------------------------------------------------
 # the boundary is what Backend declares
 
-_BACKENDS = {"dpsql/engine/backend.py", "dpsql/engine/duck.py", "dpsql/engine/spark.py"}
+_BACKENDS = {"dpsql/backends/backend.py", "dpsql/backends/duck.py", "dpsql/backends/spark.py"}
 _PROBED = re.compile(r"\b(?:hasattr|getattr)\(\s*[\w.]*engine\b")
 _NAMED = re.compile(r"\bengine\.name\s*(?:==|!=)|==\s*[\w.]*engine\.name\b")
 
@@ -232,8 +232,8 @@ def test_no_caller_probes_an_engine_or_branches_on_its_name() -> None:
 
 
 def test_the_built_in_engines_are_backends() -> None:
-    from dpsql.engine.duck import DuckDBEngine
-    from dpsql.engine.spark import SparkEngine
+    from dpsql.backends.duck import DuckDBEngine
+    from dpsql.backends.spark import SparkEngine
 
     assert issubclass(DuckDBEngine, Backend) and issubclass(SparkEngine, Backend)
     with dpsql.connect(":memory:", POLICY, setup=_duckdb) as duck:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 CORPUS = Path(__file__).parent / "corpus" / "bad_input.toml"

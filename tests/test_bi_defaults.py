@@ -7,10 +7,10 @@ import copy
 import pytest
 
 import dpsql
+from dpsql._policy.defaults import FOREVER, parse_defaults
+from dpsql._policy.policy import policy_from_dict
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import BindError, OptionError, PolicyError, PrivacyError
-from dpsql.privacy.defaults import FOREVER, parse_defaults
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.policy import policy_from_dict
 
 BASE = {
     "budget": {"epsilon": 100.0, "delta": 1e-5},

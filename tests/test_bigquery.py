@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import dpsql
+from dpsql._policy.policy import load_policy
+from dpsql._privacy.noise import SeededNoise
+from dpsql._sql import bigquery
+from dpsql._sql import dialect as d
 from dpsql.errors import Error, OptionError, ParseError, PrivacyError
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.policy import load_policy
-from dpsql.sql import bigquery
-from dpsql.sql import dialect as d
 from tests.conftest import demo_policy
 
 VISITS = Path(__file__).resolve().parent.parent / "fixtures" / "visits"

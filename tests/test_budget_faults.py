@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import dpsql
-from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.ledger import Ledger
+from dpsql._accounting.budget import Budget, Cost
+from dpsql._accounting.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -30,14 +30,14 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.e
 CHILD = r"""
 import os, sys, time
 import pandas  # imported by the first result; load it before the timed part
-import dpsql, dpsql.privacy.noise
+import dpsql, dpsql._privacy.noise
 ledger, total, epsilon, tag, go = sys.argv[1:]
 policy = {"budget": {"epsilon": float(total), "ledger": ledger},
           "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 10}}}}}
 def setup(con):
     con.execute("CREATE TABLE t AS SELECT (range % 10)::DOUBLE AS x FROM range(1000)")
 con = dpsql.connect(":memory:", policy, setup=setup, init_ledger=True)
-dpsql.privacy.noise.default_noise().laplace(0.0, 1.0)  # warm up the sampler and the pipeline,
+dpsql._privacy.noise.default_noise().laplace(0.0, 1.0)  # warm up the sampler and the pipeline,
 con.explain(f"SELECT DP_SUM(x) FROM t WITH (epsilon = {epsilon})")  # which build on first use
 print("ready", flush=True)
 while go != "-" and not os.path.exists(go):

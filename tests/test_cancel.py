@@ -1,4 +1,4 @@
-"""Ctrl-C while a query runs (dpsql.engine.cancel): the engine stops within a second, the caller
+"""Ctrl-C while a query runs (dpsql._query.cancel): the engine stops within a second, the caller
 gets QueryCancelled (a KeyboardInterrupt, not an Exception) and nothing is charged; after the
 charge the release finishes and is kept. The Python API, ``-c`` and the notebook magic here; the
 shell in a real terminal is in tests/test_repl.py.
@@ -23,8 +23,8 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import CANCELLED, QueryCancelled
-from dpsql.privacy.noise import SeededNoise
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.privacy.policy import load_policy
+from dpsql._policy.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 VISITS = ROOT / "fixtures" / "visits" / "visits.parquet"
@@ -269,7 +269,7 @@ def test_a_bad_attach_is_one_line_naming_it(hospital: Path, attach: dict, messag
     spec = tomllib.loads((hospital / "p.toml").read_text())
     spec["attach"] = attach
     spec["tables"] = {"wards": {"public": True}}
-    from dpsql.privacy.policy import policy_from_dict
+    from dpsql._policy.policy import policy_from_dict
 
     with pytest.raises(dpsql.PolicyError) as info:
         dpsql.connect(policy=policy_from_dict(spec, source=str(hospital / "p.toml")))
@@ -297,7 +297,7 @@ def test_the_connections_own_database_named_in_full_is_the_same_table(tmp_path: 
 
 
 def test_policy_names_are_checked() -> None:
-    from dpsql.privacy.policy import policy_from_dict
+    from dpsql._policy.policy import policy_from_dict
 
     for name in ("a.b.c.d", "a..b", ".t"):
         with pytest.raises(dpsql.PolicyError, match="a table's name is table, schema.table or catalog.schema.table"):

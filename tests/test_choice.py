@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from dpsql.privacy import choice
-from dpsql.privacy.dlaplace import RandomBytes
-from dpsql.privacy.noise import SecureNoise
+from dpsql._privacy import choice
+from dpsql._privacy.dlaplace import RandomBytes
+from dpsql._privacy.noise import SecureNoise
 
 N = 60_000
 

@@ -149,8 +149,8 @@ def _ledger_policy(tmp_path, epsilon: float, delta: float = 1e-5):
 
 
 def test_a_larger_policy_budget_is_refused_until_set_budget(tmp_path, capsys) -> None:
-    from dpsql.privacy.budget import Cost
-    from dpsql.privacy.ledger import Ledger
+    from dpsql._accounting.budget import Cost
+    from dpsql._accounting.ledger import Ledger
 
     q = "SELECT DP_SUM(x) FROM t WITH (epsilon = 6)"
     db, pol, ledger = _ledger_policy(tmp_path, 10)

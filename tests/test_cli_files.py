@@ -200,7 +200,7 @@ def test_budget_reads_a_ledger_it_may_not_write(files: Path, capsys, monkeypatch
     root, whom no file mode stops) sees it, and nothing is written next to it or into it."""
     import hashlib
 
-    from dpsql.privacy import ledger_file
+    from dpsql._accounting import ledger_file
 
     run(capsys, "visits.parquet", "--policy", "led.toml", "--init-ledger")
     assert run(capsys, "visits.parquet", "--policy", "led.toml", "-c", COUNT)[0] == 0
@@ -221,9 +221,9 @@ def test_budget_reads_a_ledger_it_may_not_write(files: Path, capsys, monkeypatch
 
 
 def test_a_ledger_opened_read_only_refuses_charges(files: Path, capsys) -> None:
+    from dpsql._accounting.budget import Cost
+    from dpsql._accounting.ledger import Ledger
     from dpsql.errors import LedgerError
-    from dpsql.privacy.budget import Cost
-    from dpsql.privacy.ledger import Ledger
 
     run(capsys, "visits.parquet", "--policy", "led.toml", "--init-ledger")
     with Ledger.open(files / "visits.ledger", None, read_only=True) as ledger:
@@ -293,8 +293,8 @@ def test_read_inside_a_script_names_that_file(files: Path, capsys) -> None:
 
 def test_the_connection_knows_its_data_files_and_stays_usable(files: Path) -> None:
     import dpsql
+    from dpsql._policy.policy import load_policy
     from dpsql.interfaces.files import view_setup
-    from dpsql.privacy.policy import load_policy
 
     policy = load_policy("p.toml")
     with dpsql.connect(":memory:", policy, setup=view_setup(["parts/*.parquet"], policy)) as con:

@@ -19,11 +19,11 @@ import pyarrow as pa
 import pytest
 
 import dpsql
-from dpsql.engine.columns import Statistics, arrow_types, column_array, python_values
-from dpsql.engine.pipeline import release
+from dpsql._privacy import dlaplace, parallel
+from dpsql._privacy.noise import SeededNoise
+from dpsql._query.pipeline import release
+from dpsql.backends.columns import Statistics, arrow_types, column_array, python_values
 from dpsql.mechanisms.batch import Lists
-from dpsql.privacy import dlaplace, parallel
-from dpsql.privacy.noise import SeededNoise
 
 POLICY = {
     "neighbouring": "add_remove",

@@ -1,4 +1,4 @@
-"""Comma joins with their equalities in WHERE are bound as the INNER JOINs they are (dpsql/sql/commajoin.py).
+"""Comma joins with their equalities in WHERE are bound as the INNER JOINs they are (dpsql/_sql/commajoin.py).
 
 The sensitivity argument is the written JOIN's (the rewrite changes no row), so the check is
 that both spellings release the same values from the same draws and the same SQL, and that

@@ -1,4 +1,4 @@
-"""The compilers (dpsql.compile): the statement is built from its typed plan and printed once;
+"""The compilers (dpsql._compile): the statement is built from its typed plan and printed once;
 Spark's compiler reads no SQL text of the statement (only the binder's joins, which these queries
 do not have): the mechanisms' subqueries (order statistics, PTR and smooth windows, SAA chunks)
 are trees built from templates parsed once."""
@@ -9,9 +9,9 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from dpsql.engine.rewrite import rewrite
+from dpsql._compile.target import DUCKDB, SPARK
+from dpsql._plan.rewrite import rewrite
 from dpsql.interfaces.demo import connect_demo
-from dpsql.sql.target import DUCKDB, SPARK
 
 QUERIES = [
     "SELECT DP_SUM(age) FROM adult WITH (epsilon = 1)",
@@ -59,7 +59,7 @@ def test_spark_is_compiled_from_the_plan_not_from_text(con, query: str, monkeypa
 @pytest.mark.parametrize("query", QUERIES)
 def test_the_statement_is_printed_once(con, query: str, monkeypatch) -> None:
     """One print of the tree: DuckDB's text of the bound FROM chain was printed once, when it
-    was bound (:attr:`dpsql.sql.bind.Bound.from_sql`), and is not printed again."""
+    was bound (:attr:`dpsql._sql.bind.Bound.from_sql`), and is not printed again."""
     plan = con.prepare(query).plan
     calls = []
     printed = exp.Expression.sql

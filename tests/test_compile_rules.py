@@ -1,5 +1,5 @@
 """The compile rules' fixtures (sqlglot's tests/fixtures/optimizer/<rule>.sql are the model):
-each rule of :mod:`dpsql.compile` has ``fixtures/compile/<rule>.sql``, blocks of
+each rule of :mod:`dpsql._compile` has ``fixtures/compile/<rule>.sql``, blocks of
 
     # title: what the case shows
     <the rule applied to a piece of plan, a Python expression>
@@ -21,23 +21,23 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from dpsql.compile.clip import clip, fixed_point
-from dpsql.compile.compiler import Compiler
-from dpsql.compile.domain import typed_keys, values
-from dpsql.compile.histogram import counted, histogram
-from dpsql.compile.inline import inlined
-from dpsql.compile.keyjoin import key_join
-from dpsql.compile.nodes import col, table
-from dpsql.compile.plan import Clipped, Column, PreAggregation, Relation, Source, Stat, Subquery, Truncation
-from dpsql.compile.preaggregate import dropped, preaggregate, report
-from dpsql.compile.reweight import reweight
-from dpsql.compile.source import source
-from dpsql.compile.spark import SparkCompiler
-from dpsql.compile.truncate import truncate
+from dpsql._compile.clip import clip, fixed_point
+from dpsql._compile.compiler import Compiler
+from dpsql._compile.domain import typed_keys, values
+from dpsql._compile.histogram import counted, histogram
+from dpsql._compile.inline import inlined
+from dpsql._compile.keyjoin import key_join
+from dpsql._compile.nodes import col, table
+from dpsql._compile.perunit import Aggregate
+from dpsql._compile.plan import Clipped, Column, PreAggregation, Relation, Source, Stat, Subquery, Truncation
+from dpsql._compile.preaggregate import dropped, preaggregate, report
+from dpsql._compile.reweight import reweight
+from dpsql._compile.source import source
+from dpsql._compile.spark import SparkCompiler
+from dpsql._compile.target import DUCKDB, SPARK, SparkSQL
+from dpsql._compile.truncate import truncate
+from dpsql._sql.build import Values
 from dpsql.mechanisms.fixed import FixedPoint
-from dpsql.sql.build import Values
-from dpsql.sql.perunit import Aggregate
-from dpsql.sql.target import DUCKDB, SPARK, SparkSQL
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "compile"

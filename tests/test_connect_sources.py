@@ -21,9 +21,9 @@ from sqlalchemy.dialects import registry
 
 import dpsql
 import dpsql.dbapi
+from dpsql._policy.policy import load_policy
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import Error
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.policy import load_policy
 
 registry.register("dpsql", "dpsql.interfaces.sqla", "DpsqlDialect")
 

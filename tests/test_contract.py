@@ -24,8 +24,14 @@ from pygments.token import Name
 from sqlglot import exp
 
 import dpsql
-from dpsql.engine import plan as plan_module
-from dpsql.engine.release import release
+from dpsql._accounting.budget import Cost
+from dpsql._plan import plan as plan_module
+from dpsql._privacy import noise as noise_module
+from dpsql._privacy.noise import SeededNoise
+from dpsql._release.release import release
+from dpsql._sql.dialect import DP_FUNCTIONS
+from dpsql._sql.keywords import OPTION_KEYS
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.interfaces.demo import load_adult
 from dpsql.interfaces.repl.completer import DPSQLCompleter
@@ -42,12 +48,6 @@ from dpsql.mechanisms import (
     register,
     unregister,
 )
-from dpsql.privacy import noise as noise_module
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql.dialect import DP_FUNCTIONS
-from dpsql.sql.keywords import OPTION_KEYS
-from dpsql.sql.statistics import Statistic
 from tests.audit.cases import policy, rows
 from tests.audit.harness import audit, query_pair
 from tests.conftest import demo_policy
@@ -488,7 +488,7 @@ def test_the_plan_charges_what_its_parts_spend(con: dpsql.Connection, sql: str, 
 
 def test_the_options_parser_takes_any_mechanism_name() -> None:
     """The sql layer cannot know the mechanisms: it checks that the value is a name, no more."""
-    from dpsql.sql.options import parse_options
+    from dpsql._sql.options import parse_options
 
     opts = parse_options([("mechanism", exp.Literal.string("Toy_Laplace"))])
     assert opts.mechanism == "toy_laplace" and dataclasses.asdict(opts)["given"] == frozenset({"mechanism"})

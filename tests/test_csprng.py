@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from dpsql.privacy import csprng, dlaplace
+from dpsql._privacy import csprng, dlaplace
 
 
 def test_lengths_and_fresh_bytes() -> None:

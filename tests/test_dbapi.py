@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import dpsql
 from dpsql import dbapi
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 GROUPED = "SELECT sex, DP_COUNT(*) AS n, DP_MEAN(age) AS a FROM adult WHERE age > ? GROUP BY sex WITH (epsilon = ?)"

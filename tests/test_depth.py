@@ -1,6 +1,6 @@
 """Deeply nested statements: refused in one line and charged nothing, wherever the caller stands.
 
-sqlglot works on a tree by recursion; without :mod:`dpsql.sql.depth` a statement nested 40
+sqlglot works on a tree by recursion; without :mod:`dpsql._sql.depth` a statement nested 40
 levels deep raised a bare ``RecursionError`` from the parser (found by CI, where the hostile
 corpus's ``to_base64()`` 25 deep ran on a fresh worker).
 """
@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import dpsql
-from dpsql.sql.depth import FRAMES
+from dpsql._sql.depth import FRAMES
 
 SHAPES = {
     "calls": lambda n: "abs(" * n + "age" + ")" * n + " > 0",

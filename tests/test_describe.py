@@ -11,11 +11,11 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import connect_demo
 from dpsql.interfaces.repl.completer import DPSQLCompleter
 from dpsql.interfaces.repl.special import dispatch
 from dpsql.interfaces.repl.state import ReplState
-from dpsql.privacy.noise import SeededNoise
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from dpsql.privacy import dlaplace
-from dpsql.privacy.noise import SecureNoise, grid_exponent, laplace_scale
+from dpsql._privacy import dlaplace
+from dpsql._privacy.noise import SecureNoise, grid_exponent, laplace_scale
 
 N = 200_000
 

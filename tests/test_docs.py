@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dpsql.sql.options import parse_options
+from dpsql._sql.options import parse_options
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -34,7 +34,7 @@ def test_readme_option_table_matches_the_parser() -> None:
                     ("join_truncation", "left_truncation", "right_truncation")}}.get(
             key, exp.Literal.number("2"))
         parse_options([(key, value)])  # every documented key is accepted
-    from dpsql.sql.keywords import OPTION_KEYS
+    from dpsql._sql.keywords import OPTION_KEYS
 
     assert documented == set(OPTION_KEYS)
 

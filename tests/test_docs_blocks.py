@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 import dpsql
+from dpsql._policy.policy import policy_from_dict
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.policy import policy_from_dict
 from tests.conftest import demo_policy
 from tests.test_docs_examples import scratch  # noqa: F401, F811  (the fixture: the folder the examples name)
 

@@ -80,7 +80,7 @@ def test_the_pages_have_command_examples() -> None:
 def test_command_prints_what_the_page_shows(capsys, monkeypatch, page: str, command: str, shown: list[str]) -> None:
     import duckdb
 
-    from dpsql.sql.allow import RAISE_BEFORE_DUCKDB_2
+    from dpsql._sql.allow import RAISE_BEFORE_DUCKDB_2
 
     monkeypatch.chdir(ROOT)
     main(shlex.split(command)[1:])

@@ -11,7 +11,7 @@ import pytest
 import dpsql
 
 #: modules that need an optional extra or a live engine to import
-_SKIP = ("dpsql.__main__", "dpsql.engine.spark", "dpsql.engine.spark_open", "dpsql.interfaces.server",
+_SKIP = ("dpsql.__main__", "dpsql.backends.spark", "dpsql.backends.spark_open", "dpsql.interfaces.server",
          "dpsql.interfaces.notebook")
 
 MODULES = sorted(
@@ -20,7 +20,7 @@ MODULES = sorted(
 
 
 def test_modules_are_found() -> None:
-    assert "dpsql.sql.shadow" in MODULES and len(MODULES) > 80
+    assert "dpsql._sql.shadow" in MODULES and len(MODULES) > 80
 
 
 @pytest.mark.parametrize("name", MODULES)

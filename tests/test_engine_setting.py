@@ -16,10 +16,10 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._policy.engine_setting import EngineSetting
+from dpsql._policy.policy import load_policy
 from dpsql.errors import Error, PolicyError
 from dpsql.interfaces.engines import choose
-from dpsql.privacy.engine_setting import EngineSetting
-from dpsql.privacy.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 VISITS = ROOT / "fixtures" / "visits" / "visits.parquet"

@@ -1,4 +1,4 @@
-"""Exact sums (dpsql.mechanisms.fixed, dpsql.privacy.grid): one person moves the statistics the
+"""Exact sums (dpsql.mechanisms.fixed, dpsql._privacy.grid): one person moves the statistics the
 rewritten statement returns by at most the sensitivity the noise is calibrated to, with bounds far
 from zero relative to their width (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022; issue 27).
 
@@ -20,17 +20,17 @@ import numpy as np
 import pytest
 from sqlglot import exp
 
+from dpsql._compile.clip import fixed_point
+from dpsql._compile.compiler import Compiler
+from dpsql._compile.spark import SparkCompiler
+from dpsql._compile.target import DUCKDB, SPARK
+from dpsql._policy.policy import load_policy
+from dpsql._privacy import grid
+from dpsql._privacy.noise import NoiseSource, grid_exponent
+from dpsql._query.pipeline import prepare
 from dpsql.admin import bruteforce
-from dpsql.compile.clip import fixed_point
-from dpsql.compile.compiler import Compiler
-from dpsql.compile.spark import SparkCompiler
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import prepare
+from dpsql.backends.duck import DuckDBEngine
 from dpsql.mechanisms.fixed import BITS, FixedPoint, integers, whole
-from dpsql.privacy import grid
-from dpsql.privacy.noise import NoiseSource, grid_exponent
-from dpsql.privacy.policy import load_policy
-from dpsql.sql.target import DUCKDB, SPARK
 
 MEAN_BOUNDS = (1e9, 1e9 + 0.001)
 VAR_BOUNDS = (1e8, 1e8 + 2.0)

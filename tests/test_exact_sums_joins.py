@@ -18,9 +18,9 @@ from fractions import Fraction
 import duckdb
 import pytest
 
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import prepare
-from dpsql.privacy.policy import load_policy
+from dpsql._policy.policy import load_policy
+from dpsql._query.pipeline import prepare
+from dpsql.backends.duck import DuckDBEngine
 
 LO, HI = 1e9, 1e9 + 0.001
 BASE = [LO + ((i * 7919) % 10007) / 10007 * 0.001 for i in range(9999)]

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
+from dpsql._release.release import release
+from dpsql._sql.options import Options
 from dpsql.admin import bruteforce
-from dpsql.engine.release import release
 from dpsql.interfaces.demo import load_adult
 from dpsql.mechanisms import exponential as em
 from dpsql.mechanisms.base import Context
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql.options import Options
 from tests.conftest import demo_policy
 
 EXACT_MEDIAN_AGE = 37

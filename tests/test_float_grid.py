@@ -8,7 +8,7 @@ import math
 import pytest
 
 import dpsql
-from dpsql.privacy.noise import SecureNoise, SeededNoise, grid_exponent
+from dpsql._privacy.noise import SecureNoise, SeededNoise, grid_exponent
 
 # reuse off: every release below must draw fresh noise
 POLICY = {"budget": {"epsilon": 1e9, "delta": 0.5}, "defaults": {"reuse_releases": "off"}, "tables": {"t": {"columns": {"x": {"lower": 0, "upper": 10}}}}}

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import dpsql
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import approx_bounds as ab
+from dpsql._privacy.noise import NoiseSource, SeededNoise
+from dpsql._release import found
 from dpsql.admin import bruteforce
-from dpsql.engine import found
 from dpsql.errors import BudgetError, Error, OptionError, ParseError, PolicyError, PrivacyError
-from dpsql.privacy import approx_bounds as ab
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.noise import NoiseSource, SeededNoise
 
 POLICY = {"budget": {"epsilon": 1000.0, "delta": 1e-5},
           "tables": {"t": {"columns": {"g": {"keys": ["a", "b"]}, "y": {"lower": 0, "upper": 10}}}}}

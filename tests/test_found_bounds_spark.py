@@ -9,10 +9,10 @@ import math
 import pytest
 
 import dpsql
-from dpsql.engine import found
+from dpsql._privacy import approx_bounds as ab
+from dpsql._privacy.noise import SeededNoise
+from dpsql._release import found
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy import approx_bounds as ab
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 pytestmark = pytest.mark.spark

@@ -1,8 +1,8 @@
 """The privacy gate piece by piece: name resolution, the allowlist, the rewrite's names, DP_AGG.
 
 The hostile corpus (tests/corpus/hostile.toml) and the random-query property test check the
-gate from the outside; these tests pin down each rule of dpsql/sql/scope.py, dpsql/sql/allow.py and
-dpsql/sql/bind.py on its own, so that a regression names the rule it breaks.
+gate from the outside; these tests pin down each rule of dpsql/_sql/scope.py, dpsql/_sql/allow.py and
+dpsql/_sql/bind.py on its own, so that a regression names the rule it breaks.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
+from dpsql._sql.allow import _WHY, ANONYMOUS
+from dpsql._sql.allow import SAFE_ANY_AGGREGATES as DP_AGG_ANY
+from dpsql._sql.allow import SAFE_NUMERIC_AGGREGATES as DP_AGG_NUMERIC
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql.allow import _WHY, ANONYMOUS
-from dpsql.sql.allow import SAFE_ANY_AGGREGATES as DP_AGG_ANY
-from dpsql.sql.allow import SAFE_NUMERIC_AGGREGATES as DP_AGG_NUMERIC
 from tests.conftest import demo_policy
 
 
@@ -252,7 +252,7 @@ def test_aggregates_this_duckdb_raises_on_are_refused_by_dp_agg(con) -> None:
     DP_AGG refuses them (a failure would depend on the data); DuckDB 2.0 allows them."""
     import duckdb
 
-    from dpsql.sql.allow import RAISE_BEFORE_DUCKDB_2, SAFE_NUMERIC_AGGREGATES
+    from dpsql._sql.allow import RAISE_BEFORE_DUCKDB_2, SAFE_NUMERIC_AGGREGATES
 
     old = duckdb.__version__.startswith("1.")
     for name in sorted(RAISE_BEFORE_DUCKDB_2):

@@ -33,9 +33,9 @@ from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
 import dpsql
-from dpsql.engine.sandbox import harden
+from dpsql._privacy.noise import SeededNoise
+from dpsql.backends.sandbox import harden
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 # -- the one place that knows dpsql's internals ------------------------------------------------

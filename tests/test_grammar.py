@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from dpsql._sql.dialect import DPQuery, parse, to_sql
 from dpsql.errors import ParseError
-from dpsql.sql.dialect import DPQuery, parse, to_sql
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar"
 
@@ -63,7 +63,7 @@ def test_explain_flag() -> None:
 
 
 def test_dp_functions_are_typed_nodes() -> None:
-    from dpsql.sql.dialect import DPAgg, DPCount, DPMean, DPQuantile, DPSum
+    from dpsql._sql.dialect import DPAgg, DPCount, DPMean, DPQuantile, DPSum
 
     node = parse("SELECT DP_COUNT(*), DP_SUM(a, 0, 1), DP_AVG(b), DP_PERCENTILE(c, 0.5), DP_AGG(corr(a, b), -1, 1) FROM t")
     kinds = [type(e) for e in node.this.expressions]
@@ -76,9 +76,9 @@ def test_keyword_lists_match_the_dialect_and_the_options() -> None:
     """The dependency-free word lists (used by the shell) name exactly what the parser accepts."""
     import dataclasses
 
-    from dpsql.sql.dialect import DP_FUNCTIONS
-    from dpsql.sql.keywords import DP_FUNCTION_NAMES, OPTION_KEYS
-    from dpsql.sql.options import Options
+    from dpsql._sql.dialect import DP_FUNCTIONS
+    from dpsql._sql.keywords import DP_FUNCTION_NAMES, OPTION_KEYS
+    from dpsql._sql.options import Options
 
     assert set(DP_FUNCTION_NAMES) == set(DP_FUNCTIONS)
     assert set(OPTION_KEYS) == {f.name for f in dataclasses.fields(Options)} - {"given"}

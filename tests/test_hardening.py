@@ -1,7 +1,7 @@
 """DuckDB-level hardening of analyst connections: even a statement the binder let through fails.
 
 The binder refuses every statement here (tests/corpus/hostile.toml); these tests run them on the
-raw DuckDB connection after :func:`dpsql.engine.sandbox.harden`, as a second line of defence.
+raw DuckDB connection after :func:`dpsql.backends.sandbox.harden`, as a second line of defence.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 
 import dpsql
-from dpsql.engine.sandbox import HARDENING, REQUIRED_SETTINGS, harden
+from dpsql.backends.sandbox import HARDENING, REQUIRED_SETTINGS, harden
 from tests.conftest import demo_policy
 
 
 def _settings(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """Every setting, with those DuckDB accepts without listing them (read by current_setting)."""
-    from dpsql.engine.sandbox import settings
+    from dpsql.backends.sandbox import settings
 
     return settings(con)
 

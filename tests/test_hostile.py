@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 CORPUS = Path(__file__).parent / "corpus" / "hostile.toml"
@@ -216,9 +216,9 @@ def test_the_totality_check_would_catch_a_rewrite_that_can_fail(
     cons: dict[str, dpsql.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without TRY/TRY_CAST in the rewrite, a failing CAST errs on the full table only."""
-    import dpsql.engine.rewrite
+    import dpsql._plan.rewrite
 
-    monkeypatch.setattr(dpsql.engine.rewrite, "total", lambda node: node.copy())
+    monkeypatch.setattr(dpsql._plan.rewrite, "total", lambda node: node.copy())
     # a statement no other test runs, so that it is planned with the broken rewrite (a
     # connection keeps its plans)
     sql = "SELECT DP_COUNT(*) FROM adult WHERE CAST(workclass AS INT) > 0 WITH (epsilon = 0.5)"

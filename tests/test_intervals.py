@@ -1,4 +1,4 @@
-"""Bounds derived by interval arithmetic (dpsql.sql.intervals): DuckDB's value of an expression on
+"""Bounds derived by interval arithmetic (dpsql._sql.intervals): DuckDB's value of an expression on
 inputs inside their columns' bounds lies inside the derived interval (a property test), the
 derived bounds reach EXPLAIN and are clipped to in the SQL, and a DP_SUM over them moves by at
 most its sensitivity over every neighbour of small datasets (brute force)."""
@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from sqlglot import exp, parse_one
 
 import dpsql
+from dpsql._policy.policy import load_policy
+from dpsql._query.pipeline import prepare
+from dpsql._sql.intervals import Interval, _ends, derive
 from dpsql.admin import bruteforce
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import prepare
-from dpsql.privacy.policy import load_policy
-from dpsql.sql.intervals import Interval, _ends, derive
+from dpsql.backends.duck import DuckDBEngine
 
 #: the columns of the property test: name, DuckDB type, bounds pairs to draw from
 COLUMNS = {

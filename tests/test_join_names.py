@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.privacy.noise import SeededNoise
+from dpsql._privacy.noise import SeededNoise
 
 #: each tame name and its hostile spelling
 HOSTILE = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from dpsql.privacy.joins import Truncation
-from dpsql.sql import joins
+from dpsql._privacy.joins import Truncation
+from dpsql._sql import joins
 
 
 def _parsed(text: str) -> exp.Expression:

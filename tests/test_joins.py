@@ -20,9 +20,9 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.joins import Truncation, parse_truncation, private_join_rows
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import BindError, OptionError, PolicyError, PrivacyError
-from dpsql.privacy.joins import Truncation, parse_truncation, private_join_rows
-from dpsql.privacy.noise import SeededNoise
 
 Tables = dict[str, list[tuple[t.Any, ...]]]
 

@@ -1,5 +1,5 @@
 """A public key domain reaches DuckDB as a table of DuckDB's text of each key, cast back to the
-group types in the statement (dpsql/engine/keys.py).
+group types in the statement (dpsql/_plan/keys.py).
 
 The statement dpsql runs reads ``__domain``, an Arrow table registered while it runs; the same
 statement with the domain written in as ``VALUES`` (``rewritten.sql``, what ``rewritten_sql``
@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.engine import keys
+from dpsql._plan import keys
 from tests.conftest import demo_policy
 
 COLUMNS = {
@@ -194,7 +194,7 @@ def test_uuid_keys_are_released_public_or_selected(options: str) -> None:
 def test_a_key_pyarrow_cannot_type_is_released_as_text() -> None:
     import ipaddress
 
-    from dpsql.engine.columns import key_array
+    from dpsql.backends.columns import key_array
 
     with pytest.raises((TypeError, ValueError)):
         __import__("pyarrow").array([ipaddress.ip_address("10.0.0.1")])

@@ -15,9 +15,9 @@ import pytest
 from sqlglot import exp
 
 import dpsql
-from dpsql.engine import keys as key_domains
+from dpsql._plan import keys as key_domains
+from dpsql._sql import build
 from dpsql.interfaces.demo import load_adult
-from dpsql.sql import build
 from tests.conftest import demo_policy
 
 

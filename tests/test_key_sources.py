@@ -1,4 +1,4 @@
-"""Public key domains besides the policy's keys (dpsql.sql.keysource, dpsql.engine.keys): a public
+"""Public key domains besides the policy's keys (dpsql._sql.keysource, dpsql._plan.keys): a public
 table's column after a join, a date part of a bounded date column; and on Spark, planning opens no
 DuckDB (the key parts are cast in Python or by Spark)."""
 
@@ -10,9 +10,9 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.engine import keys as key_domains
+from dpsql._plan import keys as key_domains
+from dpsql._policy.policy import load_policy
 from dpsql.errors import PolicyError
-from dpsql.privacy.policy import load_policy
 
 
 def _setup(con: duckdb.DuckDBPyConnection) -> None:

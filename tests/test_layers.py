@@ -2,7 +2,8 @@
 
 Layers, lowest first (a module may import only from its own layer or a lower one)::
 
-    errors < privacy < sql < mechanisms < compile < engine < connection, result < admin < interfaces
+    errors < _accounting < _privacy < _policy < _sql < mechanisms < _compile < backends < _plan
+        < _release < _query < connection, result < admin < interfaces
 
 Every import counts, including those inside functions (the pipeline is imported lazily so that
 ``import dpsql`` stays fast) and those only for type checking.
@@ -17,7 +18,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dpsql"
 
-LAYERS = ["errors", "privacy", "sql", "mechanisms", "compile", "engine", "top", "admin", "interfaces"]
+LAYERS = ["errors", "_accounting", "_privacy", "_policy", "_sql",
+          "mechanisms", "_compile", "backends", "_plan", "_release", "_query", "top", "admin", "interfaces"]
 
 
 def _module_name(path: Path) -> str:

@@ -20,14 +20,14 @@ import pyarrow as pa
 import pytest
 
 import dpsql
-from dpsql.engine.output import OneRow
-from dpsql.engine.pipeline import prepare
-from dpsql.engine.rewrite import rewrite
+from dpsql._accounting.budget import Budget, Cost
+from dpsql._accounting.ledger import Ledger
+from dpsql._compile.target import Target
+from dpsql._plan.rewrite import rewrite
+from dpsql._query.pipeline import prepare
+from dpsql.backends.output import OneRow
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.ledger import Ledger
 from dpsql.result import Result
-from dpsql.sql.target import Target
 from tests.conftest import demo_policy
 
 UNGROUPED = [

@@ -21,13 +21,13 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._accounting.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
+from dpsql._accounting.ledger import Ledger
+from dpsql._accounting.ledger_file import exact_units, units_float
+from dpsql._policy.policy import load_policy
+from dpsql._privacy.noise import SeededNoise
 from dpsql.connection import Connection
 from dpsql.errors import BudgetError, LedgerError
-from dpsql.privacy.budget import Budget, Cost, epsilon_to_rho, rho_to_epsilon, to_kind
-from dpsql.privacy.ledger import Ledger
-from dpsql.privacy.ledger_file import exact_units, units_float
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,
@@ -370,13 +370,13 @@ def test_charges_survive_a_new_process(tmp_path: Path) -> None:
     path = str(tmp_path / "b.ledger")
     writer = python(
         "import sys\n"
-        "from dpsql.privacy.budget import Budget, Cost\nfrom dpsql.privacy.ledger import Ledger\n"
+        "from dpsql._accounting.budget import Budget, Cost\nfrom dpsql._accounting.ledger import Ledger\n"
         "led = Ledger.open(sys.argv[1], Budget(Cost(epsilon=1.0)), create=True)\n"
         "print(led.charge(Cost(epsilon=0.25), query='q1'), led.charge(Cost(epsilon=0.5)))\n",
         path)
     reader = python(
         "import sys\n"
-        "from dpsql.privacy.budget import Budget, Cost\nfrom dpsql.privacy.ledger import Ledger\n"
+        "from dpsql._accounting.budget import Budget, Cost\nfrom dpsql._accounting.ledger import Ledger\n"
         "led = Ledger.open(sys.argv[1], Budget(Cost(epsilon=1.0)))\n"
         "print(led.spent().epsilon, [e.id for e in led.history()], led.history()[0].query)\n",
         path)

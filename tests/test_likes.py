@@ -1,4 +1,4 @@
-"""LIKE, ILIKE and GLOB as RE2 expressions (dpsql.sql.likes, used before DuckDB 2.0, whose
+"""LIKE, ILIKE and GLOB as RE2 expressions (dpsql._sql.likes, used before DuckDB 2.0, whose
 matchers backtrack): the translation matches what DuckDB's own matcher matches, row by row,
 over patterns with every wildcard, escapes, RE2's metacharacters, newlines and non-ASCII text."""
 
@@ -8,7 +8,7 @@ import duckdb
 import pytest
 import sqlglot
 
-from dpsql.sql.likes import as_regexp
+from dpsql._sql.likes import as_regexp
 
 TEXTS = ["", "a", "ab", "aab", "a.b", "a\nb", "A_B", "100%", "x[y]z", "(a|b)", "é", "Éa", "a*b?c", "\\", "aa\\b",
          "a" * 40 + "b", "ba", "abcabc", "{1}", "$^"]

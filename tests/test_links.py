@@ -16,10 +16,10 @@ import typing as t
 import pytest
 
 import dpsql
-import dpsql.sql.links
+import dpsql._sql.links
+from dpsql._policy.policy import policy_from_dict
 from dpsql.admin.bruteforce_links import ORPHAN, attribute, unit_neighbours
 from dpsql.errors import BindError, PolicyError, PrivacyError
-from dpsql.privacy.policy import policy_from_dict
 from tests.links_fixture import DATA, LINKS, UNITS, as_dicts, as_rows, connect, policy, released
 
 # -- the policy ----------------------------------------------------------------------------------
@@ -287,14 +287,14 @@ def _ungrouped(table: t.Any, key: t.Any, below: t.Any) -> t.Any:
     """The negative control's link target: every row of the target, not one row per key."""
     from sqlglot import exp
 
-    out = exp.select(exp.alias_(key, dpsql.sql.links.KEY), exp.alias_(below.unit, dpsql.sql.links.UNIT)).from_(table)
+    out = exp.select(exp.alias_(key, dpsql._sql.links.KEY), exp.alias_(below.unit, dpsql._sql.links.UNIT)).from_(table)
     for w in below.where:
         out = out.where(w)
     return out
 
 
 def test_negative_control_a_link_join_that_multiplies_rows_breaks_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql.sql.links, "target_by_key", _ungrouped)
+    monkeypatch.setattr(dpsql._sql.links, "target_by_key", _ungrouped)
     con = connect(orders=2, lineitem=3)
     prepared = con.prepare(BRUTE["count and sum"])
     con.close()

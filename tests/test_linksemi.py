@@ -1,4 +1,4 @@
-"""EXISTS / IN between tables linked to one unit (TPC-H Q4, Q21, Q22; dpsql/sql/insubquery.py).
+"""EXISTS / IN between tables linked to one unit (TPC-H Q4, Q21, Q22; dpsql/_sql/insubquery.py).
 
 The rewrite adds the unit equality through the links itself; the brute force checks, over every
 customer's removal on small data where order keys are shared between customers, that one
@@ -18,7 +18,7 @@ import typing as t
 
 import pytest
 
-import dpsql.sql.insubquery as insubquery
+import dpsql._sql.insubquery as insubquery
 from dpsql.admin.bruteforce_links import ORPHAN, attribute
 from dpsql.errors import PrivacyError
 from tests.links_fixture import DATA, LINKS, UNITS, as_dicts, connect, released

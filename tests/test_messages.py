@@ -11,10 +11,10 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
+from dpsql._sql.dialect import parse
 from dpsql.errors import BindError, OptionError, ParseError
 from dpsql.interfaces.demo import connect_demo
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql.dialect import parse
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tests of dpsql.privacy.noise.
+"""Tests of dpsql._privacy.noise.
 
 Calibrations are checked against OpenDP's own privacy maps and against scipy;
 samplers by goodness-of-fit tests with modest sample sizes (p-value floor 1e-4).
@@ -14,8 +14,8 @@ import opendp.prelude as dp
 import pytest
 from scipy import integrate, optimize, special, stats
 
-from dpsql.privacy import noise
-from dpsql.privacy.noise import NoiseSource, SecureNoise, SeededNoise
+from dpsql._privacy import noise
+from dpsql._privacy.noise import NoiseSource, SecureNoise, SeededNoise
 
 dp.enable_features("contrib")
 
@@ -436,7 +436,7 @@ def test_secure_add_many_has_the_scalar_law_and_grid() -> None:
     import numpy as np
     from scipy import stats
 
-    from dpsql.privacy.noise import SecureNoise, grid_exponent
+    from dpsql._privacy.noise import SecureNoise, grid_exponent
 
     src = SecureNoise()
     scale = 3.0

@@ -1,7 +1,7 @@
 """No allowlisted call over private rows raises, so DuckDB's TRY never falls back (issue 27 §3).
 
 tests/raising.py evaluates every probed spelling over a corpus of edge values without TRY; here
-each spelling's form from :mod:`dpsql.sql.nonraising` must raise nothing, except the calls still
+each spelling's form from :mod:`dpsql._sql.nonraising` must raise nothing, except the calls still
 open (:data:`OPEN`, in docs/choices.md), and must equal ``TRY(raw)`` on every row (DuckDB's value
 where DuckDB does not raise, NULL where it does).
 """
@@ -14,9 +14,9 @@ import duckdb
 import pytest
 import sqlglot
 
-from dpsql.sql import leaftypes
-from dpsql.sql.nonraising import OLDER, OPEN, RAISES
-from dpsql.sql.total import total, unwrapped
+from dpsql._sql import leaftypes
+from dpsql._sql.nonraising import OLDER, OPEN, RAISES
+from dpsql._sql.total import total, unwrapped
 from tests import raising
 
 #: Allowlisted nodes with no probe of their own: the parts of a literal JSON path, probed through
@@ -42,7 +42,7 @@ def test_every_allowlisted_name_is_probed() -> None:
 
 def _guarded(e: sqlglot.exp.Expression, letters: list[str], typed: bool) -> str:
     """The form that cannot raise: with the columns' types known (as a query's catalog gives
-    them, dpsql.sql.leaftypes) or not (the general checks over ``typeof``)."""
+    them, dpsql._sql.leaftypes) or not (the general checks over ``typeof``)."""
     if not typed:
         return unwrapped(e).sql("duckdb")
     with leaftypes.columns({f"c{i}": raising.CORPUS[x][0] for i, x in enumerate(letters)}):

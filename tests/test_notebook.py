@@ -15,8 +15,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import connect_demo, demo_policy_path, load_adult
-from dpsql.privacy.noise import SeededNoise
 
 GROUPED = ("SELECT sex, DP_MEAN(age) AS mean_age, DP_COUNT(*) AS n, DP_MEAN(age) * 12 AS months "
            "FROM adult GROUP BY sex WITH (epsilon = 1)")

@@ -32,9 +32,9 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
+from dpsql._sql import sizerules
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql import sizerules
 from tests.conftest import demo_policy
 
 #: Matches exactly one row of the demo table (the first one).
@@ -169,7 +169,7 @@ BITS = SEED.replace("'aaaaaaaaaaaaaaaaaaaa'", "'01010101010101010101'").replace(
 JSONS = SEED.replace("'aaaaaaaaaaaaaaaaaaaa'", "'[1e20,1e20,1e20,1e20]'").replace("'b'", "'1'")
 
 #: Every allowlisted function whose output length, or running time, depends on its input's
-#: (by the name of its rule in dpsql.sql.size), nested five deep over SEED: each pair is refused
+#: (by the name of its rule in dpsql._sql.size), nested five deep over SEED: each pair is refused
 #: the same way or answered in about the same time (issue 27 §3).
 GROWTH: dict[str, list[str]] = {
     "Replace": [_nest(f"replace(X, 'a', {R20})"), _nest("replace(X, 'a', 'aa')")],
@@ -397,7 +397,7 @@ SOME = "fnlwgt % 100 = 7"
 
 #: Spellings whose value would raise where a predicate matches (DuckDB re-evaluated such a vector
 #: row by row under TRY: 116-298 ms at one row in a hundred against 22 ms, before
-#: dpsql.sql.nonraising): each now takes its form that cannot raise.
+#: dpsql._sql.nonraising): each now takes its form that cannot raise.
 FAILING = {
     "json_extract": "json_extract(CASE WHEN {P} THEN '{{' ELSE '1' END, '$') IS NULL",
     "strptime": "strptime(CASE WHEN {P} THEN 'x' ELSE '2000-01-01' END, '%Y-%m-%d') IS NULL",
@@ -439,7 +439,7 @@ def test_every_failing_spelling_is_rewritten_to_a_guarded_form(cons: dict[str, d
 def test_rows_that_fail_under_try_do_not_change_the_run_time(value: str, cons: dict[str, dpsql.Connection]) -> None:
     """DuckDB evaluates a vector that raises inside TRY again row by row, so a value that fails
     on the rows a predicate matches made the run time count them. With every call in its form
-    that cannot raise (dpsql.sql.nonraising) nothing falls back: the run times match."""
+    that cannot raise (dpsql._sql.nonraising) nothing falls back: the run times match."""
     sql = f"SELECT DP_COUNT(*) FROM adult WHERE {value} WITH (epsilon = 0.001)"
     hits, misses = [], []
     for _ in range(5):

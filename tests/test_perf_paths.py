@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import NoiseSource, SeededNoise
 from dpsql.mechanisms import exponential as em
 from dpsql.mechanisms.base import NoisyPart
 from dpsql.mechanisms.batch import Groups, ReleasedColumn
 from dpsql.mechanisms.wholequantile import whole_regions
-from dpsql.privacy.noise import NoiseSource, SeededNoise
 
 # -- whole-number candidates: exact privacy on tiny data ----------------------------------------
 
@@ -50,8 +50,8 @@ def neighbours(d: tuple[float, ...], relation: str, max_n: int = 3) -> list[tupl
 @pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 0.8, 1.0])
 def test_whole_number_candidates_brute_force_privacy(relation: str, p: float) -> None:
     """Every whole number's probability moves by at most e^ε between neighbours."""
+    from dpsql._sql.options import Options
     from dpsql.mechanisms.base import Context
-    from dpsql.sql.options import Options
 
     ctx = Context(neighbouring=relation, max_rows=1, grouped=False, filtered=False, options=Options())
     eps = 1.0
@@ -211,7 +211,7 @@ def test_columns_release_the_exact_statistics_without_noise(con: dpsql.Connectio
 
 
 def test_part_noise_keeps_integer_counts() -> None:
-    from dpsql.privacy.budget import Cost
+    from dpsql._accounting.budget import Cost
 
     part = NoisyPart("n", 1.0, "laplace", Cost(epsilon=1.0), integer=True)
     out = part.add_many([3.0, 4.0, 5.0], SeededNoise(2))
@@ -225,7 +225,7 @@ def test_part_noise_keeps_integer_counts() -> None:
 def test_gap_profile_equals_the_definition(distinct: int | None) -> None:
     import numpy as np
 
-    from dpsql.privacy.exact import gap_profile
+    from dpsql._privacy.exact import gap_profile
 
     rng = random.Random(distinct or 0)
     for top in (0, 1, 3, 17, 60):
@@ -247,7 +247,7 @@ def test_smooth_sensitivity_by_runs_equals_the_direct_form(monkeypatch: pytest.M
     bit, as the direct O(k²) form's (the runs path switched off) and the full-data model's."""
     import numpy as np
 
-    from dpsql.privacy import sensitivity as sens
+    from dpsql._privacy import sensitivity as sens
 
     rng = random.Random(4)
     for n, distinct in ((400, 3), (400, 30), (2000, 101), (300, 300)):
@@ -271,7 +271,7 @@ def test_smooth_sensitivity_by_runs_equals_the_direct_form(monkeypatch: pytest.M
 
 
 def test_map_chunks_keeps_order_and_splits_only_long_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpsql.privacy import parallel
+    from dpsql._privacy import parallel
 
     monkeypatch.setattr(parallel, "workers", lambda: 4)
     calls: list[int] = []
@@ -289,8 +289,8 @@ def test_map_chunks_keeps_order_and_splits_only_long_vectors(monkeypatch: pytest
 
 
 def test_secure_vectors_in_chunks_have_the_right_law(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpsql.privacy import parallel
-    from dpsql.privacy.noise import SecureNoise
+    from dpsql._privacy import parallel
+    from dpsql._privacy.noise import SecureNoise
 
     monkeypatch.setattr(parallel, "workers", lambda: 3)
     monkeypatch.setattr(parallel, "MIN_CHUNK", 500)
@@ -308,7 +308,7 @@ def test_secure_vectors_in_chunks_have_the_right_law(monkeypatch: pytest.MonkeyP
 def test_key_order_sorts_in_arrow_and_falls_back_for_other_types() -> None:
     import uuid
 
-    from dpsql.engine.pipeline import key_order
+    from dpsql._query.pipeline import key_order
 
     assert key_order([("b", 2), (None, 1), ("a", 3), ("a", 1)], 2) == [3, 2, 0, 1]
     ids = [uuid.UUID(int=5), None, uuid.UUID(int=1)]  # Arrow cannot infer a type for UUIDs
@@ -323,7 +323,7 @@ def test_one_numeric_key_sorts_in_numpy_as_arrow_would(kind: str) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from dpsql.engine.pipeline import _numeric_order, key_order_arrays
+    from dpsql._query.pipeline import _numeric_order, key_order_arrays
 
     rng = np.random.Generator(np.random.PCG64(5))
     values: list = rng.permutation(5000).tolist()

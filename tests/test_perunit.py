@@ -1,4 +1,4 @@
-"""Per-unit pre-aggregation (dpsql.sql.perunit): which mode bounds a query, the statistics it
+"""Per-unit pre-aggregation (dpsql._compile.perunit): which mode bounds a query, the statistics it
 computes, and the sensitivity it claims, checked by brute force over every unit neighbour.
 
 The brute force runs the statement dpsql generates with ``contribution = 'clip'`` on small
@@ -17,10 +17,9 @@ import zlib
 
 import pytest
 
-from dpsql.compile import preaggregate
+from dpsql._compile import perunit, preaggregate
+from dpsql._policy.policy import policy_from_dict
 from dpsql.errors import OptionError, PolicyError
-from dpsql.privacy.policy import policy_from_dict
-from dpsql.sql import perunit
 from tests.test_units import GROUPS, Claim, connect, load, neighbours
 
 Row = tuple[int, str, "float | None"]

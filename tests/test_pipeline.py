@@ -6,9 +6,9 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.engine import pipeline
+from dpsql._privacy.noise import SeededNoise
+from dpsql._query import pipeline
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"

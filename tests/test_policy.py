@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import dpsql
+from dpsql._accounting.budget import Budget, Cost
+from dpsql._policy.policy import load_policy
 from dpsql.errors import PolicyError
-from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.policy import load_policy
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

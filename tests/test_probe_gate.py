@@ -24,8 +24,8 @@ import pytest
 
 import dpsql
 from dpsql import dbapi
+from dpsql._sql.shadow import emptied, stand_in
 from dpsql.interfaces.demo import load_adult
-from dpsql.sql.shadow import emptied, stand_in
 from tests.conftest import demo_policy
 
 PIVOT_ONE = ("PIVOT adult ON CASE WHEN fnlwgt = 77516 THEN occupation || '|' || "
@@ -204,7 +204,7 @@ def test_cli_header_of_a_probe_and_refusal_of_the_pivot() -> None:
 
 
 def test_a_query_with_a_where_clause_is_parsed_once(monkeypatch) -> None:
-    from dpsql.sql import dialect
+    from dpsql._sql import dialect
 
     c = _con()
     calls = []

@@ -1,7 +1,7 @@
 """Propose-test-release and smooth sensitivity (mechanisms 'ptr' and 'smooth').
 
 * The data-dependent quantities the release uses, computed in DuckDB from a window of order
-  statistics (or from n), equal dpsql.privacy.sensitivity's full-data values (both relations).
+  statistics (or from n), equal dpsql._privacy.sensitivity's full-data values (both relations).
 * The formulas used under ``replace`` stay valid when a value appears or disappears (NULLs,
   WHERE): checked by brute force against add/remove neighbours as well.
 * Every noise constant is checked numerically (NRS 2007's admissibility, the PTR threshold).
@@ -20,13 +20,13 @@ import pytest
 from scipy import integrate
 
 import dpsql
+from dpsql._privacy import sensitivity as sens
+from dpsql._privacy.noise import SeededNoise
+from dpsql._release.release import release
 from dpsql.admin import bruteforce as bf
-from dpsql.engine.release import release
 from dpsql.errors import OptionError
 from dpsql.interfaces.demo import load_adult
 from dpsql.mechanisms import datadep, ptr
-from dpsql.privacy import sensitivity as sens
-from dpsql.privacy.noise import SeededNoise
 
 from .conftest import demo_policy
 
@@ -313,9 +313,9 @@ def test_replace_formulas_hold_for_added_and_removed_values() -> None:
 
 
 def test_calibration_of_steps() -> None:
+    from dpsql._accounting.budget import Cost
+    from dpsql._sql.options import Options
     from dpsql.mechanisms.base import Context
-    from dpsql.privacy.budget import Cost
-    from dpsql.sql.options import Options
 
     def ctx(rel: str, m: int, grouped: bool) -> Context:
         return Context(neighbouring=rel, max_rows=m, grouped=grouped, filtered=False, options=Options())

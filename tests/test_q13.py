@@ -2,10 +2,10 @@
 
 * a column alias list on a FROM subquery (``AS c_orders (c_custkey, c_count)``) or a CTE;
 * a condition in ON of a LEFT JOIN with a private table that reads that table alone
-  (``o_comment NOT LIKE ...``): a filter of its rows before the join (dpsql.sql.onfilter);
+  (``o_comment NOT LIKE ...``): a filter of its rows before the join (dpsql._sql.onfilter);
 * a per-unit subquery (GROUP BY the customer) over a join along the link;
 * its count clipped to the policy's row bound k in the SQL, so that a GROUP BY of it has the
-  public key domain 0..k (dpsql.sql.unitcount), checked by brute force over every unit neighbour
+  public key domain 0..k (dpsql._sql.unitcount), checked by brute force over every unit neighbour
   of small data, with a negative control.
 """
 
@@ -19,8 +19,8 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import BindError, PrivacyError
-from dpsql.privacy.noise import SeededNoise
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "fixtures" / "tpch"

@@ -20,13 +20,13 @@ from prompt_toolkit.output import DummyOutput
 from pygments.token import Name
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import connect_demo
 from dpsql.interfaces.repl import run_repl
 from dpsql.interfaces.repl.completer import DPSQLCompleter
 from dpsql.interfaces.repl.lexer import DPSQLLexer
 from dpsql.interfaces.repl.shell import default_history_path, open_history, statement_complete
 from dpsql.interfaces.repl.special import ALIASES, COMMANDS, completion_kinds
-from dpsql.privacy.noise import SeededNoise
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ,
@@ -171,8 +171,8 @@ def test_mode_output_read_timer_explain(drive: t.Callable[..., Session], tmp_pat
 def test_output_refuses_the_ledger_database_and_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import duckdb
 
-    from dpsql.privacy.budget import Budget, Cost
-    from dpsql.privacy.ledger import Ledger
+    from dpsql._accounting.budget import Budget, Cost
+    from dpsql._accounting.ledger import Ledger
 
     db, ledger, policy = tmp_path / "t.duckdb", tmp_path / "t.ledger", tmp_path / "p.toml"
     raw = duckdb.connect(str(db))

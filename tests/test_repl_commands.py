@@ -13,10 +13,10 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.cli import main
 from dpsql.interfaces.demo import connect_demo
 from dpsql.interfaces.repl import run_repl
-from dpsql.privacy.noise import SeededNoise
 
 ROOT = Path(__file__).resolve().parents[1]
 CTRL_D = "\x04"

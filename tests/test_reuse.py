@@ -9,9 +9,9 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.ledger import Ledger
-from dpsql.privacy.noise import SeededNoise
+from dpsql._accounting.budget import Budget, Cost
+from dpsql._accounting.ledger import Ledger
+from dpsql._privacy.noise import SeededNoise
 
 QUERY = "SELECT sex, DP_COUNT(*) AS n, DP_MEAN(age) AS m FROM people GROUP BY sex WITH (epsilon = 0.5)"
 

@@ -1,4 +1,4 @@
-"""Re-weighting (dpsql.sql.reweight): a GROUP BY of an id unit without max_groups_per_unit,
+"""Re-weighting (dpsql._sql.reweight): a GROUP BY of an id unit without max_groups_per_unit,
 each unit's partials weighted by min(1, k / its rows) and rounded toward zero.
 
 Shown by brute force: random small tables whose units hold many rows across every group, at
@@ -19,8 +19,8 @@ import zlib
 import pytest
 from sqlglot import exp
 
+from dpsql._sql import reweight
 from dpsql.errors import OptionError
-from dpsql.sql import reweight
 from tests.test_perunit import adversary, random_table
 from tests.test_units import GROUPS, Claim, connect, load
 
@@ -105,7 +105,7 @@ def _rounded_up(k: int, keys: t.Sequence[str]) -> exp.Expression:
 def _per_group_weight(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: n_u counted over the unit's rows in the group only (each group its
     own unit of one group)."""
-    from dpsql.compile import reweight as rule
+    from dpsql._compile import reweight as rule
 
     source = rule.reweight
 

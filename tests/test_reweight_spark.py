@@ -1,4 +1,4 @@
-"""Re-weighting (dpsql.sql.reweight) on Spark: nothing in it depends on a hash, so Spark's exact
+"""Re-weighting (dpsql._sql.reweight) on Spark: nothing in it depends on a hash, so Spark's exact
 statistics are DuckDB's, integer for integer (weighted partials, kept groups, key counts)."""
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ import pytest
 from scipy import stats as sps
 
 import dpsql
-from dpsql.engine.release import release
+from dpsql._privacy.noise import SeededNoise, laplace_scale
+from dpsql._release.release import release
+from dpsql._sql.options import Options
 from dpsql.errors import PrivacyError
 from dpsql.interfaces.demo import load_adult
 from dpsql.mechanisms import saa
 from dpsql.mechanisms.base import Context
-from dpsql.privacy.noise import SeededNoise, laplace_scale
-from dpsql.sql.options import Options
 
 MEAN_QUERY = "SELECT DP_MEAN(age, 20, 80) FROM adult WITH (mechanism = 'saa', chunks = 600, epsilon = 1)"
 SLOPE_QUERY = ("SELECT DP_AGG(regr_slope(hours_per_week, age), -1, 1) FROM adult "

@@ -2,7 +2,7 @@
 
 TPC-H's Q4 keeps the orders that have a late line item, Q22 the customers without orders: a
 subquery over another private table decides which rows the DP query counts. That is safe when
-the subquery reads only the same person's rows (the proof is in :mod:`dpsql.sql.insubquery`):
+the subquery reads only the same person's rows (the proof is in :mod:`dpsql._sql.insubquery`):
 one person's change then moves only that person's rows, and the per-unit bound holds.
 
 The brute force runs the statistics dpsql generates on small tables and on every neighbour
@@ -22,9 +22,9 @@ import duckdb
 import pytest
 
 import dpsql
-import dpsql.sql.insubquery
+import dpsql._sql.insubquery
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import BindError, PrivacyError
-from dpsql.privacy.noise import SeededNoise
 
 Tables = dict[str, list[tuple[t.Any, ...]]]
 
@@ -214,7 +214,7 @@ def test_one_person_moves_each_part_of_a_semi_join_query_at_most_its_sensitivity
 
 
 def test_negative_control_an_uncorrelated_exists_lets_one_person_move_the_count_past_its_bound(monkeypatch) -> None:
-    monkeypatch.setattr(dpsql.sql.insubquery, "_correlated", lambda *a: True)
+    monkeypatch.setattr(dpsql._sql.insubquery, "_correlated", lambda *a: True)
     prepared = prepare("SELECT DP_COUNT(*) FROM orders WHERE EXISTS (SELECT * FROM items WHERE w = 1) "
                        "WITH (epsilon = 1)", k=2)
     worst = worst_moves(prepared, trials=8, seed=29)

@@ -1,4 +1,4 @@
-"""Analytic sensitivities (dpsql.privacy.sensitivity) checked against brute force (dpsql.admin.bruteforce).
+"""Analytic sensitivities (dpsql._privacy.sensitivity) checked against brute force (dpsql.admin.bruteforce).
 
 Every analytic LS, A(k), D(b), S_beta and global sensitivity is compared with an
 exhaustive enumeration of neighbours on all small datasets (n <= 6, k <= 3,
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from dpsql._privacy import sensitivity as sens
 from dpsql.admin import bruteforce as bf
-from dpsql.privacy import sensitivity as sens
 
 # Universes whose min and max are the clipping bounds L and U: around 0, and bounds that
 # exclude 0 on either side (where U − L and max(|L|, |U|) differ).
@@ -130,9 +130,9 @@ def test_sum_under_replace_when_the_row_may_leave(universe: tuple[float, ...]) -
     """A replaced row that becomes NULL or leaves the WHERE filter is a removal: the step set is
     the union of the two relations', and the sum moves by max(U − L, |L|, |U|), which is what
     the additive mechanism uses (the pure replace relation's U − L is less when 0 is outside)."""
+    from dpsql._sql.options import Options
     from dpsql.mechanisms.additive import sensitivities
     from dpsql.mechanisms.base import Context
-    from dpsql.sql.options import Options
 
     lo, hi = min(universe), max(universe)
     union = max(bf.global_sensitivity("sum", universe, n, relation) for n in range(4) for relation in RELATIONS)
@@ -645,9 +645,9 @@ def test_additive_parts_against_unit_bruteforce(m: int, bounds: tuple[float, flo
     """The Laplace/Gaussian parts (ungrouped) against the unit brute force: add_remove exactly;
     under the policy's replace, the union relation (values may become NULL or leave the filter)
     exactly, and the pure relation (n public) keeps COUNT(*) unchanged."""
+    from dpsql._sql.options import Options
     from dpsql.mechanisms.additive import sensitivities
     from dpsql.mechanisms.base import Context
-    from dpsql.sql.options import Options
 
     lo, hi = bounds
     centre = (lo + hi) / 2

@@ -8,10 +8,10 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy import sensitivity as sens
 from dpsql.admin.sensitivity_report import SensitivityReport, sensitivity_report
 from dpsql.interfaces import cli
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy import sensitivity as sens
 
 from .conftest import demo_policy
 

@@ -175,9 +175,9 @@ def test_serve_refuses_what_it_cannot_open_in_one_line(tmp_path: Path, args: lis
 def test_a_master_from_the_policy_stays_off_the_command_lines_of_more_processes(tmp_path: Path) -> None:
     """A Spark Connect URL may hold a token: the processes of --processes read it from the policy,
     as the first one did, rather than from a command line every local user can list."""
+    from dpsql._policy.policy import load_policy
     from dpsql.interfaces.engines import choose
     from dpsql.interfaces.server.main import build_parser, child_command
-    from dpsql.privacy.policy import load_policy
 
     url = "sc://spark.example:443/;token=secret;x-databricks-cluster-id=c1"
     policy = tmp_path / "p.toml"

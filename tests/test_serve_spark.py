@@ -22,10 +22,10 @@ import duckdb
 import psycopg
 import pytest
 
+from dpsql._accounting.ledger import Ledger
+from dpsql._policy.policy import load_policy
 from dpsql.interfaces.server.main import build_parser, child_command
 from dpsql.interfaces.server.users import make_verifier
-from dpsql.privacy.ledger import Ledger
-from dpsql.privacy.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 VISITS = ROOT / "fixtures" / "visits" / "visits.parquet"

@@ -10,13 +10,13 @@ import sys
 import psycopg
 import pytest
 
+from dpsql._accounting.budget import Budget, Cost
+from dpsql._accounting.ledger import Ledger
+from dpsql._policy.policy import policy_from_dict
 from dpsql.errors import BudgetError, OptionError, PolicyError
 from dpsql.interfaces.server import params
 from dpsql.interfaces.server.main import is_loopback
 from dpsql.interfaces.server.users import load_users, make_verifier, parse_verifier
-from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.ledger import Ledger
-from dpsql.privacy.policy import policy_from_dict
 from tests.serve.harness import start
 
 

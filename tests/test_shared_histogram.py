@@ -1,4 +1,4 @@
-"""``__stats`` read from an order-statistics histogram (``dpsql.engine.rewrite``): on DuckDB the
+"""``__stats`` read from an order-statistics histogram (``dpsql._plan.rewrite``): on DuckDB the
 exponential mechanism's histogram is built once, NULL values included, and the counts of
 ``__stats`` are its sums. The exact statistics must be those of the statement that aggregates
 the rows twice, for every shape: groups, NULL values and keys, ties, a group with only NULLs,
@@ -13,9 +13,9 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.engine.pipeline import prepare
-from dpsql.engine.rewrite import rewrite
-from dpsql.sql.target import Target
+from dpsql._compile.target import Target
+from dpsql._plan.rewrite import rewrite
+from dpsql._query.pipeline import prepare
 
 POLICY = {
     "neighbouring": "add_remove",
@@ -101,7 +101,7 @@ def test_other_statistics_keep_their_own_aggregate(con, query: str) -> None:
 
 
 def test_spark_statement_keeps_its_own_form() -> None:
-    from dpsql.sql.target import SPARK
+    from dpsql._compile.target import SPARK
 
     assert SPARK.shared_histogram is False
 

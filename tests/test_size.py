@@ -1,4 +1,4 @@
-"""The size model of expressions over private rows (dpsql.sql.size).
+"""The size model of expressions over private rows (dpsql._sql.size).
 
 Every allowlisted node has a rule; each rule's bound holds for the values DuckDB really computes
 (on inputs chosen to make text grow: case mappings that lengthen UTF-8, JSON numbers written
@@ -17,13 +17,13 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
+from dpsql._sql import allow, size, sizerules
+from dpsql._sql.dialect import DPSQL
+from dpsql._sql.nonraising import OLDER
+from dpsql._sql.total import total
 from dpsql.errors import PrivacyError
 from dpsql.interfaces.demo import connect_demo
-from dpsql.privacy.noise import SeededNoise
-from dpsql.sql import allow, size, sizerules
-from dpsql.sql.dialect import DPSQL
-from dpsql.sql.nonraising import OLDER
-from dpsql.sql.total import total
 
 
 def _bound(sql: str) -> sizerules.Bound:

@@ -22,8 +22,8 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.engine.spark import SparkEngine
-from dpsql.privacy.noise import SeededNoise
+from dpsql._privacy.noise import SeededNoise
+from dpsql.backends.spark import SparkEngine
 from tests.conftest import demo_policy
 
 #: The Spark suite runs with ``pytest -m spark`` (CI runs it after the default suite).
@@ -191,7 +191,7 @@ def test_adult_statistics_are_the_same(pairs, query: str) -> None:
     "SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward WITH (epsilon = 1, delta = 1e-6, report_dropped = true)",
 ])
 def test_pre_aggregation_is_the_same_on_spark(pairs, query: str) -> None:
-    """Pre-aggregation (dpsql.sql.perunit) under the real bounds: without GROUP BY nothing depends
+    """Pre-aggregation (dpsql._compile.perunit) under the real bounds: without GROUP BY nothing depends
     on a hash, so the clipped and re-weighted statistics are the same; so are the counts of
     units over the bound."""
     duck, spark = pairs["visits"]
@@ -263,7 +263,7 @@ def test_regex_error_channel_is_closed(spark, pairs) -> None:
     """Java compiles a regular expression computed from a row when a row reaches it: the raw
     statement fails iff someone is 90, which would answer "is anyone 90?" for free. dpsql
     refuses the query before reading anything, on both engines (on DuckDB, RE2 compiles such a
-    pattern for every row, and that time would say the same: dpsql.sql.size)."""
+    pattern for every row, and that time would say the same: dpsql._sql.size)."""
     spark.conf.set("spark.sql.ansi.enabled", "false")
     # concat with a column: Spark's optimizer cannot fold the pattern into the branches
     probe = "SELECT COUNT(*) FROM adult WHERE 'x' RLIKE CASE WHEN age = {} THEN concat('(', sex) ELSE 'x' END"
@@ -482,7 +482,7 @@ def test_public_key_domain_rows_are_kept_as_text(pairs, monkeypatch) -> None:
     """Spark's form of a public key domain of plain literals: the rows are written as text once
     (one node for all of them); a domain with another literal is written by sqlglot's Spark
     generator, and the statistics are DuckDB's either way."""
-    from dpsql.compile import spark as compile_spark
+    from dpsql._compile import spark as compile_spark
 
     duck, _ = pairs["adult"]
     query = "SELECT occupation, DP_COUNT(*), DP_MEDIAN(age) FROM adult GROUP BY occupation " \

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from dpsql._compile.target import DUCKDB, SPARK
+from dpsql._sql import dialect
 from dpsql.errors import BindError
-from dpsql.sql import dialect
-from dpsql.sql.target import DUCKDB, SPARK
 
 REFUSED = [
     # a pattern computed from a row: Java compiles it when a row reaches it

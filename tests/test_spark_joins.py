@@ -20,8 +20,8 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import BindError
-from dpsql.privacy.noise import SeededNoise
 from tests import test_joins as tj
 from tests.test_spark import check_same_statistics, exact, same
 
@@ -184,7 +184,7 @@ def test_slices_with_computed_bounds_are_refused_on_spark_only(joined) -> None:
 
 
 def test_regex_splits_are_refused_on_spark_only(joined) -> None:
-    """Java compiles a split's regular expression when a row reaches it (dpsql.sql.spark_gate)."""
+    """Java compiles a split's regular expression when a row reaches it (dpsql._sql.spark_gate)."""
     duck, spark = joined
     query = ("SELECT DP_COUNT(*) FROM movies CROSS JOIN UNNEST(str_split_regex(genres, '[,r]')) AS g(x) "
              "WITH (epsilon = 1, max_rows = 5)")

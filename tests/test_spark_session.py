@@ -7,7 +7,7 @@ def test_overlapping_statements_put_the_owners_shuffle_partitions_back_once() ->
     """Workers of ``dpsql serve`` share one Spark session: statements that overlap (A starts, B
     starts, A ends, B ends) leave the owner's spark.sql.shuffle.partitions as it was, not the
     value dpsql set (which a save and restore per statement would leave behind)."""
-    from dpsql.engine.spark import SparkEngine
+    from dpsql.backends.spark import SparkEngine
 
     class Conf(dict):
         def set(self, key, value):  # noqa: A003 - Spark's name

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise, gaussian_sigma_approx
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise, gaussian_sigma_approx
 from tests.conftest import demo_policy
 
 EXACT_MEAN_AGE = 38.58164675532078
@@ -25,7 +25,7 @@ def _releases(con: dpsql.Connection, query: str, n: int) -> list[float]:
 
 def _repeat_release(con: dpsql.Connection, query: str, n: int) -> tuple[list[float], object]:
     """Run the query's DuckDB statement once, then its release step ``n`` times (noise only)."""
-    from dpsql.engine.release import release
+    from dpsql._release.release import release
 
     prepared = con.prepare(query)
     plan, rewritten = prepared.plan, prepared.rewritten
@@ -305,7 +305,7 @@ def test_statistics_query_transpiles_to_spark_and_back(seeded_demo) -> None:
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_secure_sampler_end_to_end_calibration(mechanism: str) -> None:
     """10,000 releases with the secure (OpenDP) source: std within 5% of the reported scale."""
-    from dpsql.privacy.noise import SecureNoise
+    from dpsql._privacy.noise import SecureNoise
 
     con = dpsql.connect(":memory:", demo_policy(epsilon=1e9, delta=0.5), setup=load_adult, noise=SecureNoise())
     query = f"SELECT DP_SUM(age, 0, 100) FROM adult WITH (mechanism = '{mechanism}', epsilon = 1, delta = 1e-6)"

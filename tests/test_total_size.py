@@ -1,4 +1,4 @@
-"""The forms that cannot raise stay linear in the size of what they guard (dpsql.sql.totalforms).
+"""The forms that cannot raise stay linear in the size of what they guard (dpsql._sql.totalforms).
 
 A guard reads its argument twice; pasting guarded arguments at every level of a nested call
 doubled the statement per level (16 levels took minutes to plan). Here each nesting shape is
@@ -16,9 +16,9 @@ import duckdb
 import pytest
 import sqlglot
 
-from dpsql.sql import leaftypes
-from dpsql.sql.total import unwrapped
-from dpsql.sql.totalforms import unguarded
+from dpsql._sql import leaftypes
+from dpsql._sql.total import unwrapped
+from dpsql._sql.totalforms import unguarded
 
 #: Each shape nests its call n levels deep around the columns of :data:`ROWS`.
 SHAPES = {
@@ -48,7 +48,7 @@ EXTREME = 2
 @pytest.fixture(autouse=True)
 def _deep_enough() -> t.Iterator[None]:
     """sqlglot parses and prints by recursion: room for the deepest shape here (dpsql's own
-    entry points raise the limit the same way, dpsql.sql.depth)."""
+    entry points raise the limit the same way, dpsql._sql.depth)."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 20_000))
     yield
@@ -108,7 +108,7 @@ def test_lambda_parameters_do_not_capture_columns() -> None:
 
 
 def test_a_type_the_catalog_got_wrong_gives_null_not_an_error(con: duckdb.DuckDBPyConnection) -> None:
-    """The range checks read the columns' types from the catalog (dpsql.sql.leaftypes) and assert
+    """The range checks read the columns' types from the catalog (dpsql._sql.leaftypes) and assert
     them: where the expression's real type differs (a name the catalog types BIGINT, read here as
     TINYINT), the value is NULL rather than left unchecked."""
     with leaftypes.columns({"i": "BIGINT"}):

@@ -32,8 +32,8 @@ import duckdb
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import Error
-from dpsql.privacy.noise import SeededNoise
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "fixtures" / "tpch"

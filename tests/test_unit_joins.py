@@ -24,10 +24,10 @@ import duckdb
 import pytest
 
 import dpsql
-import dpsql.sql.joins
+import dpsql._sql.joins
+from dpsql._policy.units import unit_key_problem
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import PrivacyError
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.units import unit_key_problem
 
 Tables = dict[str, list[tuple[t.Any, ...]]]
 
@@ -229,7 +229,7 @@ def _as_int(value: t.Any) -> int | None:
     ("scans", [1.4, 1.0, 0.6]),  # DOUBLEs that cast to 1
 ])
 def test_negative_control_a_cast_join_makes_one_person_several_units(monkeypatch, table: str, ids: list) -> None:
-    monkeypatch.setattr(dpsql.sql.joins, "unit_key_problem", lambda keys: None)
+    monkeypatch.setattr(dpsql._sql.joins, "unit_key_problem", lambda keys: None)
     unit = UNITS[table]
     query = f"SELECT DP_COUNT(*) FROM {table} JOIN bills ON {table}.{unit} = bills.patient_id WITH (epsilon = 1)"
     prepared = prepare(query, k=1)

@@ -20,14 +20,14 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.compile.compiler import Compiler
-from dpsql.engine.plan import KeySelection
+from dpsql._accounting.budget import Cost
+from dpsql._compile.compiler import Compiler
+from dpsql._plan.plan import KeySelection
+from dpsql._policy.policy import policy_from_dict
+from dpsql._policy.units import UnitBounds
+from dpsql._privacy.noise import SeededNoise
 from dpsql.errors import OptionError, PolicyError
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.noise import SeededNoise
-from dpsql.privacy.policy import policy_from_dict
-from dpsql.privacy.units import UnitBounds
 from tests.conftest import demo_policy
 
 VISITS = Path(__file__).resolve().parent.parent / "fixtures" / "visits"

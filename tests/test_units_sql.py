@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import dpsql
-from dpsql.privacy.noise import SeededNoise
+from dpsql._privacy.noise import SeededNoise
 
 VISITS = Path(__file__).resolve().parent.parent / "fixtures" / "visits" / "visits.parquet"
 

@@ -10,8 +10,8 @@ import re
 import pytest
 
 import dpsql
+from dpsql._privacy.noise import SeededNoise
 from dpsql.interfaces.demo import load_adult
-from dpsql.privacy.noise import SeededNoise
 from tests.conftest import demo_policy
 
 #: Female has no row here (sex has public keys, so its group is released anyway); Male has many

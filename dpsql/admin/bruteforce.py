@@ -15,7 +15,7 @@ Both distances are path lengths in the neighbour graph, so the ball of radius
 neighbours y of A(y, k - 1))``, which memoisation makes cheap: ``n <= 7``,
 six universe values and ``k <= 3`` take under a second.
 
-Statistics are evaluated by :func:`dpsql.privacy.sensitivity.statistic` with clipping
+Statistics are evaluated by :func:`dpsql._privacy.sensitivity.statistic` with clipping
 bounds ``L = min(universe)`` and ``U = max(universe)``, so the conventions
 (rank of a quantile, padding, mean of the empty set = midpoint, population
 variance) are the analytic module's. A dataset without neighbours (``n = 0``
@@ -38,7 +38,7 @@ Privacy units of several rows (the ``unit_*`` functions)
     ``S`` and the global sensitivity are taken over unit neighbours, exactly as
     above. For m = 1, ``add_remove`` and ``replace`` are the row-level relations,
     and ``union`` is their union (given empty units to fill). A statistic is a
-    name of :data:`dpsql.privacy.sensitivity.STATISTICS` or any function of the
+    name of :data:`dpsql._privacy.sensitivity.STATISTICS` or any function of the
     sorted rows (e.g. a centred sum).
 
 Vector statistics (:func:`vector_sensitivity`)
@@ -54,7 +54,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from functools import cache, lru_cache
 
-from dpsql.privacy.sensitivity import (
+from dpsql._privacy.sensitivity import (
     ADD_REMOVE,
     RELATIONS,
     REPLACE,

@@ -1,7 +1,7 @@
 """The brute-force oracle for linked tables: whose row is whose, and every unit neighbour.
 
 Tables are lists of rows (dicts, column -> value). :func:`attribute` finds each row's privacy
-unit the way :mod:`dpsql.privacy.links` defines it, in plain Python and independently of the
+unit the way :mod:`dpsql._policy.links` defines it, in plain Python and independently of the
 SQL that dpsql writes: a unit table's row has its unit column (NULL is one unit, as for an id
 column); a row whose link points at the unit holds its unit; any other linked row takes the
 smallest unit of the target rows whose target column equals its link value; a row with none

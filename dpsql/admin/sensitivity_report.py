@@ -23,11 +23,11 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
+from dpsql._privacy import sensitivity as sens
+from dpsql._privacy.noise import laplace_ci
 from dpsql.admin import bruteforce as bf
 from dpsql.errors import Error
 from dpsql.mechanisms import ptr
-from dpsql.privacy import sensitivity as sens
-from dpsql.privacy.noise import laplace_ci
 
 #: Values of the small sample brute-forced for the Hamming-distance figure, and its largest k.
 SAMPLE, SAMPLE_K = 5, 3

@@ -81,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def open_connection(args: argparse.Namespace) -> t.Any:
+    from dpsql._policy.policy import load_policy
     from dpsql.connection import connect
     from dpsql.interfaces.demo import connect_demo
     from dpsql.interfaces.engines import choose
-    from dpsql.privacy.policy import load_policy
 
     policy = load_policy(args.policy) if args.policy and not args.demo else None
     engine, master = choose(args.engine, args.spark_master, policy)  # --engine, else [engine] in the policy
@@ -166,7 +166,7 @@ def _check_ledger(args: argparse.Namespace, policy: t.Any) -> None:
 
 
 def _say_what_init_ledger_did(args: argparse.Namespace, policy: t.Any, created: bool) -> None:
-    from dpsql.privacy.ledger import format_total
+    from dpsql._accounting.ledger import format_total
 
     kind = policy.budget.kind
     if policy.ledger is None:
@@ -190,11 +190,11 @@ def ledger_command(args: argparse.Namespace) -> int:
     """``--budget`` / ``--init-ledger`` alone: the ledger file, without opening the database (a
     server may hold its lock) or starting Spark. The arguments are checked as when they are
     opened, so that a command refused with statements is refused without them too."""
+    from dpsql._accounting.ledger import Ledger
+    from dpsql._policy.policy import load_policy
     from dpsql.connection import BudgetStatus
     from dpsql.interfaces.engines import choose, spark_policy
     from dpsql.interfaces.output import render_table
-    from dpsql.privacy.ledger import Ledger
-    from dpsql.privacy.policy import load_policy
 
     policy = load_policy(args.policy)
     engine, _ = choose(args.engine, args.spark_master, policy)
@@ -216,8 +216,8 @@ def ledger_command(args: argparse.Namespace) -> int:
 
 def set_budget(args: argparse.Namespace) -> int:
     """``--set-budget``: make the policy's budget the total of its ledger file, and say so."""
-    from dpsql.privacy.ledger import Ledger, format_total
-    from dpsql.privacy.policy import load_policy
+    from dpsql._accounting.ledger import Ledger, format_total
+    from dpsql._policy.policy import load_policy
 
     if args.demo or args.init_ledger or args.command or args.file:
         raise Error("--set-budget only changes the ledger's total: give it with --policy FILE alone "
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `dpsql ... | head`: the reader left, nothing to report
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
         return EXIT_OK
-    except KeyboardInterrupt as err:  # Ctrl-C: the query was cancelled (dpsql.engine.cancel)
+    except KeyboardInterrupt as err:  # Ctrl-C: the query was cancelled (dpsql._query.cancel)
         print(interrupted_line(err), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:  # a bug: still one line, never a traceback

@@ -26,7 +26,7 @@ def split_statements(text: str) -> list[str]:
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
 
-    from dpsql.sql.dialect import DPSQL
+    from dpsql._sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(text)
@@ -108,7 +108,7 @@ def _ends_statement(chunk: str) -> bool:
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
 
-    from dpsql.sql.dialect import DPSQL
+    from dpsql._sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(chunk)
@@ -122,7 +122,7 @@ def _statements(text: str) -> list[tuple[str, int]]:
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
 
-    from dpsql.sql.dialect import DPSQL
+    from dpsql._sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(text)

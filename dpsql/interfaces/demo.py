@@ -6,8 +6,8 @@ from importlib import resources
 
 import duckdb
 
+from dpsql._privacy.noise import NoiseSource
 from dpsql.connection import Connection, connect
-from dpsql.privacy.noise import NoiseSource
 
 EDUCATION_LEVELS = [
     (1, "Preschool"), (2, "1st-4th"), (3, "5th-6th"), (4, "7th-8th"), (5, "9th"), (6, "10th"),

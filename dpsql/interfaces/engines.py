@@ -17,8 +17,8 @@ import typing as t
 from dpsql.errors import Error
 
 if t.TYPE_CHECKING:
+    from dpsql._policy.policy import Policy
     from dpsql.connection import Connection
-    from dpsql.privacy.policy import Policy
 
 
 def add_options(p: t.Any, verb: str = "reads", master_note: str = "") -> None:
@@ -33,7 +33,7 @@ def add_options(p: t.Any, verb: str = "reads", master_note: str = "") -> None:
 
 def choose(engine: str | None, master: str | None, policy: Policy | None) -> tuple[str, str | None]:
     """The engine's name and, on Spark, its master URL: the command line's, else the policy's."""
-    from dpsql.engine.spark_open import DEFAULT_MASTER
+    from dpsql.backends.spark_open import DEFAULT_MASTER
 
     setting = policy.engine if policy is not None else None
     name = engine or (setting.name if setting is not None else "duckdb")
@@ -58,8 +58,8 @@ def spark_policy(policy: Policy, files: list[str]) -> Policy:
 
 def open_spark(policy: Policy, master: str, init_ledger: bool = False) -> Connection:
     """A connection on a Spark session that it owns (stopped when the connection closes)."""
+    from dpsql.backends.spark_open import open_session
     from dpsql.connection import connect
-    from dpsql.engine.spark_open import open_session
 
     if policy.ledger is not None and not init_ledger and not os.path.lexists(policy.ledger):
         raise Error(f"budget ledger {policy.ledger} does not exist; create it once with --init-ledger; "
@@ -70,7 +70,7 @@ def open_spark(policy: Policy, master: str, init_ledger: bool = False) -> Connec
     except BaseException:
         session.stop()
         raise
-    from dpsql.engine.spark import SparkEngine
+    from dpsql.backends.spark import SparkEngine
 
     assert isinstance(con.engine, SparkEngine)
     con.engine.owns_session = True

@@ -3,7 +3,7 @@
 A Parquet, CSV/TSV or JSON file (or several, or a glob) becomes the policy's table of the same
 name (the file's stem, or for a glob such as ``visits/*.parquet`` its folder's name), or the
 policy's one table if it declares only one: the command gives that table the files as its
-``source`` and opens an in-memory DuckDB, where :mod:`dpsql.engine.sources` creates the view
+``source`` and opens an in-memory DuckDB, where :mod:`dpsql.backends.sources` creates the view
 before the connection is locked down. The files stay where they are: DuckDB reads them when a
 query runs.
 """
@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import typing as t
 
-from dpsql.engine.sources import READERS, expand, open_sources, policy_with_files, reader_of, stem, table_for
+from dpsql.backends.sources import READERS, expand, open_sources, policy_with_files, reader_of, stem, table_for
 from dpsql.errors import Error
 
 if t.TYPE_CHECKING:
     import duckdb
 
-    from dpsql.privacy.policy import Policy
+    from dpsql._policy.policy import Policy
 
 __all__ = ["READERS", "expand_files", "is_data_file", "policy_with_files", "reader_of", "stem", "table_for",
            "view_setup"]

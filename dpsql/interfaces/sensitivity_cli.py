@@ -10,10 +10,10 @@ import sys
 
 import duckdb
 
+from dpsql._privacy.exact import ANALYTIC_STATISTICS, RELATIONS
 from dpsql.admin.sensitivity_report import sensitivity_report
 from dpsql.errors import Error
 from dpsql.interfaces.console import EXIT_ERROR, EXIT_OK, Parser, one_line
-from dpsql.privacy.exact import ANALYTIC_STATISTICS, RELATIONS
 
 
 def main(argv: list[str]) -> int:

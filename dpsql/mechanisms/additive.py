@@ -10,7 +10,7 @@ Neighbouring relation
     Both. ``add_remove`` (unbounded DP, the default): add or remove one privacy unit, i.e. up to
     m = max_rows_per_unit × group_size rows. ``replace`` (bounded DP): change up to m rows.
     For an id unit, m is what the truncation in the rewritten SQL leaves of one unit
-    (:mod:`dpsql.privacy.units`): k rows, or r rows in each of g groups, whose L1 multiplier
+    (:mod:`dpsql._policy.units`): k rows, or r rows in each of g groups, whose L1 multiplier
     r·g (Laplace) and L2 multiplier r·√g (Gaussian) differ (seed 004, Tumult's guide to
     sensitivity). Under ``replace`` an id unit's row count is not public: COUNT(*) is noisy.
     A changed row need not stay counted: its value may become NULL, it may leave (or enter)
@@ -44,7 +44,7 @@ across groups as COUNT does). COUNT(DISTINCT unit) counts units: without GROUP B
 it by 1 whatever its rows (× the group size); with GROUP BY a unit's rows can reach m groups,
 one each, so it keeps COUNT's m. Both are checked by brute force in ``tests/test_units_sql.py``.
 
-Per-unit pre-aggregation (:mod:`dpsql.sql.perunit`; Wilson et al., PoPETs 2020)
+Per-unit pre-aggregation (:mod:`dpsql._compile.perunit`; Wilson et al., PoPETs 2020)
     An id unit may be bounded by clipping its partial statistics instead of truncating its rows
     (:meth:`_AdditivePrepared.per_unit`): per (unit, group), the count to c, SUM's total to
     c·[min(A, 0), max(B, 0)], MEAN's and VAR's sums re-weighted to c rows (c = k, or r with g
@@ -67,7 +67,7 @@ Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagama
     U' = U). MEAN's centred sum is 2Σd − (A + B)·n on the grid 2^(g − 1), in Python integers.
     These sensitivities, rounded up to a double, are the ones the noise is calibrated to and the
     report shows. The exact integers reach the release as integers: the noise is added on the
-    release grid to the exact value (:mod:`dpsql.privacy.grid`), never to a double near it.
+    release grid to the exact value (:mod:`dpsql._privacy.grid`), never to a double near it.
     An exact part is kept inside the range the bounds allow over N_MAX = 2^63 rows (a NULL
     sum, of no rows, is 0), so that nothing can fail, depending on the data, after the budget
     is charged.
@@ -81,6 +81,9 @@ from fractions import Fraction
 import numpy as np
 from sqlglot import exp
 
+from dpsql._accounting.budget import Cost
+from dpsql._sql.argtypes import whole_numbers
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import OptionError
 from dpsql.mechanisms.base import (
     N_MAX,
@@ -95,13 +98,10 @@ from dpsql.mechanisms.base import (
 )
 from dpsql.mechanisms.batch import Groups, ReleasedColumn
 from dpsql.mechanisms.fixed import FixedPoint, integers, linear, up
-from dpsql.privacy.budget import Cost
-from dpsql.sql.argtypes import whole_numbers
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
-    from dpsql.privacy.noise import NoiseSource
-    from dpsql.sql.bind import BoundAggregate
+    from dpsql._privacy.noise import NoiseSource
+    from dpsql._sql.bind import BoundAggregate
 
 
 _Number = t.TypeVar("_Number", float, Fraction)
@@ -113,7 +113,7 @@ def sensitivities(stat: str, lower: _Number, upper: _Number, ctx: Context, l2: b
 
     m is the L1 multiplier ``ctx.max_rows``, or with ``l2`` (the Gaussian mechanism) the L2
     multiplier ``ctx.l2_rows``: the two differ when a unit may reach g groups with r rows in
-    each (r·g against r·√g, :mod:`dpsql.privacy.units`).
+    each (r·g against r·√g, :mod:`dpsql._policy.units`).
     """
     m = ctx.l2_rows if l2 else ctx.max_rows
     assert m is not None
@@ -202,7 +202,7 @@ class _AdditivePrepared(Prepared):
         return out
 
     def per_unit(self) -> dict[str, tuple[str, int, int]] | None:
-        """Pre-aggregation (:mod:`dpsql.sql.perunit`): a unit's count clipped to c, SUM's total
+        """Pre-aggregation (:mod:`dpsql._compile.perunit`): a unit's count clipped to c, SUM's total
         to c times the integers' range, MEAN's and VAR's sums (and VAR's sum of squares)
         re-weighted to c rows; a distinct count, and a count public under replace, need rows."""
         if self.public_count or self.agg.distinct or self.agg.inner_args:
@@ -418,5 +418,5 @@ def _clamp(x: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> np.
 
 def _integer_sum(v: exp.Expression) -> exp.Expression:
     """``SUM(CAST(v AS BIGINT))``: the exact sum of integers (DuckDB's is HUGEINT; Spark's form
-    casts to DECIMAL(38, 0) instead, :mod:`dpsql.sql.target`)."""
+    casts to DECIMAL(38, 0) instead, :mod:`dpsql._compile.target`)."""
     return exp.Sum(this=exp.Cast(this=v.copy(), to=exp.DataType(this=exp.DataType.Type.BIGINT)))

@@ -6,7 +6,7 @@ class attributes the planner reads (nothing else about a mechanism is known else
 * ``name``: the value of ``WITH (mechanism = ...)`` that selects it, and its key in
   :data:`REGISTRY` (the only list of mechanism names: options validation, the shell's
   completer and the README's mechanism table all follow it);
-* ``statistics``: the :class:`~dpsql.sql.statistics.Statistic` values it answers;
+* ``statistics``: the :class:`~dpsql._sql.statistics.Statistic` values it answers;
 * ``options``: the query options it reads beyond the common ones (:data:`COMMON_OPTIONS`:
   the budget, ``confidence``, ``keys``, ``mechanism`` and the per-unit bounds).
   The planner refuses a query that gives an option none of its chosen mechanisms uses;
@@ -51,20 +51,20 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import grid as _grid
+from dpsql._privacy import noise as _noise
+from dpsql._privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
+from dpsql._sql.build import RAW, Values
+from dpsql._sql.keywords import JOIN_OPTIONS, OPTION_KEYS
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import PrivacyError
-from dpsql.privacy import grid as _grid
-from dpsql.privacy import noise as _noise
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.report import ReportEntry, fmt  # noqa: F401  (re-exported for the mechanisms)
-from dpsql.sql.build import RAW, Values
-from dpsql.sql.keywords import JOIN_OPTIONS, OPTION_KEYS
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
+    from dpsql._privacy.noise import Column, NoiseSource
+    from dpsql._sql.bind import BoundAggregate
+    from dpsql._sql.options import Options
     from dpsql.mechanisms.fixed import FixedPoint
-    from dpsql.privacy.noise import Column, NoiseSource
-    from dpsql.sql.bind import BoundAggregate
-    from dpsql.sql.options import Options
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Context:
     neighbouring: str  # "add_remove" | "replace"
     #: the L1 multiplier of per-row sensitivities: the rows one protected change can move,
     #: max_rows_per_unit × group_size, or with max_groups_per_unit g and
-    #: max_rows_per_group_per_unit r, r·g × group_size (dpsql.privacy.units). Laplace and the
+    #: max_rows_per_group_per_unit r, r·g × group_size (dpsql._policy.units). Laplace and the
     #: data-dependent mechanisms read it.
     max_rows: int
     grouped: bool
@@ -103,7 +103,7 @@ class Context:
 class NoisyPart:
     """One noisy measurement: a statistic of sensitivity ``sensitivity`` released with its share.
 
-    ``kind`` is ``"laplace"`` (scale b = Δ/ε, with the grid slack of :mod:`dpsql.privacy.noise`) or
+    ``kind`` is ``"laplace"`` (scale b = Δ/ε, with the grid slack of :mod:`dpsql._privacy.noise`) or
     ``"gaussian"`` (σ from the analytic Gaussian for (ε, δ), or Δ/sqrt(2ρ) for ρ-zCDP).
     Integer parts (counts) use the discrete distributions on the integers (CKS20).
     """
@@ -148,7 +148,7 @@ class NoisyPart:
 
     def add_exact(self, units: t.Any, exponent: int, noise: "NoiseSource") -> t.Any:
         """:meth:`add_many` for exact values given as integers times 2^exponent (a float part):
-        the noise is added on the release grid to the exact value (:mod:`dpsql.privacy.grid`)."""
+        the noise is added on the release grid to the exact value (:mod:`dpsql._privacy.grid`)."""
         return _grid.release_units(noise, self.kind, units, exponent, self.scale)
 
     def ci(self, confidence: float) -> float:
@@ -198,7 +198,7 @@ class Prepared(abc.ABC):
         return None
 
     def order_values(self, source: str, keys: list[str], v: str | None) -> "Values | None":
-        """The values whose order statistics (:func:`dpsql.sql.build.order_statistics`)
+        """The values whose order statistics (:func:`dpsql._sql.build.order_statistics`)
         :meth:`subquery` computes, when that is what it computes; None otherwise. The rewrite may
         then build their histogram once, read ``__stats`` from it, and ask
         :meth:`order_subquery` for the subquery over it."""
@@ -217,7 +217,7 @@ class Prepared(abc.ABC):
 
     def per_unit(self) -> "dict[str, tuple[str, int, int]] | None":
         """How each statistic of :meth:`stats` is clipped when it is computed per unit first
-        (:mod:`dpsql.sql.perunit`: name → (kind, A, B)), or None: the release needs rows (row
+        (:mod:`dpsql._compile.perunit`: name → (kind, A, B)), or None: the release needs rows (row
         truncation bounds the unit). A mechanism that returns kinds calibrates to the
         multipliers pre-aggregation shares with truncation (that module's docstring)."""
         return None
@@ -248,7 +248,7 @@ class Prepared(abc.ABC):
 
 #: Options every query may give whatever its mechanisms: the budget, the reported intervals'
 #: confidence, public group keys, the choice of mechanism itself, bounds found privately
-#: (``bounds = 'auto'``, planned for every mechanism: dpsql.privacy.approx_bounds), the per-unit contribution
+#: (``bounds = 'auto'``, planned for every mechanism: dpsql._privacy.approx_bounds), the per-unit contribution
 #: bounds (enforced in the rewritten SQL for every mechanism; they set ``Context.max_rows`` and
 #: ``Context.l2_rows``).
 COMMON_OPTIONS: frozenset[str] = frozenset({
@@ -372,8 +372,8 @@ def bound_name(lower: float, upper: float) -> str:
 
 
 def raw_select(query: exp.Expression, names: list[str]) -> exp.Select:
-    """``SELECT names FROM (query) AS __q`` (:data:`dpsql.sql.build.RAW`): a mechanism's own
-    query (a tree built from templates parsed once, :mod:`dpsql.sql.template`) as the
+    """``SELECT names FROM (query) AS __q`` (:data:`dpsql._sql.build.RAW`): a mechanism's own
+    query (a tree built from templates parsed once, :mod:`dpsql._sql.template`) as the
     subquery the compilers take as it is.
 
     >>> raw_select(exp.select("1 AS x"), ["x"]).sql()
@@ -385,7 +385,7 @@ def raw_select(query: exp.Expression, names: list[str]) -> exp.Select:
 
 #: The most rows a table can hold: DuckDB numbers rows with signed 64-bit integers, so no group
 #: has more than 2^63 of them. Bounds are refused at plan time when an accumulation over N_MAX
-#: clipped values could overflow a double (``dpsql.engine.plan``), and a release clamps an exact
+#: clipped values could overflow a double (``dpsql._plan.plan``), and a release clamps an exact
 #: statistic into the range the bounds allow over N_MAX rows, so it never meets inf or NaN.
 N_MAX = 2**63
 

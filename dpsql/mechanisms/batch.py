@@ -16,7 +16,7 @@ import typing as t
 
 import numpy as np
 
-from dpsql.privacy.report import ReportEntry
+from dpsql._privacy.report import ReportEntry
 
 
 def object_column(values: t.Iterable[t.Any], size: int) -> np.ndarray:

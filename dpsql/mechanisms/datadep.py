@@ -1,7 +1,7 @@
 """Pieces shared by the data-dependent mechanisms ``ptr`` and ``smooth`` (SPEC §4.2).
 
 Neighbouring relation and privacy units (:func:`calibrate`)
-    dpsql runs the quantities of :mod:`dpsql.privacy.sensitivity` on the clipped, non-NULL values
+    dpsql runs the quantities of :mod:`dpsql._privacy.sensitivity` on the clipped, non-NULL values
     of one group (after WHERE). One protected change is one privacy unit: up to m rows
     (m = ``ctx.max_rows``: ``max_rows_per_unit`` × the policy's group size; the rewrite keeps at
     most ``max_rows_per_unit`` rows of each unit).
@@ -9,11 +9,11 @@ Neighbouring relation and privacy units (:func:`calibrate`)
     * ``add_remove``: the unit's rows are added or removed: the ``add_remove`` relation.
     * ``replace``: the unit's rows are replaced; a value may also become NULL or leave (or enter)
       the WHERE filter, so the rows of one unit become 0 to m other rows: the ``union``
-      relation of :mod:`dpsql.privacy.sensitivity` (for m = 1, a change, an addition or a removal
+      relation of :mod:`dpsql._privacy.sensitivity` (for m = 1, a change, an addition or a removal
       of one value). Its formulas hold for all of these.
 
     Without GROUP BY the mechanism is calibrated for one unit step at the full (ε, δ), with the
-    unit-level quantities of :mod:`dpsql.privacy.sensitivity` for m rows (its module doc
+    unit-level quantities of :mod:`dpsql._privacy.sensitivity` for m rows (its module doc
     derives them; the brute force over datasets of units checks them): a quantile's
     A(k) = P_{(k+1)m}, the NRS order-statistic bound at (k + 1)m − 1 rows, so PTR's distance is
     the pair-form distance divided by m, rounded down, and S = max_k e^{−βk}·P_{(k+1)m}; the
@@ -33,10 +33,10 @@ Neighbouring relation and privacy units (:func:`calibrate`)
 
 Order statistics in SQL (:func:`points_sql`, :func:`distance_sql`)
     Per group, one hash pass over the clipped values builds a histogram of
-    :data:`dpsql.sql.build.BUCKETS` equal buckets on [L, U] (count, min, max;
-    :func:`dpsql.sql.build.order_statistics`); a window sum gives cumulative counts, n and the target
+    :data:`dpsql._sql.build.BUCKETS` equal buckets on [L, U] (count, min, max;
+    :func:`dpsql._sql.build.order_statistics`); a window sum gives cumulative counts, n and the target
     rank r = max(1, ⌈p·n⌉) (exact, in integer arithmetic with p as its shortest decimal, as
-    :func:`dpsql.privacy.sensitivity.rank`). Only the buckets holding a rank of the window
+    :func:`dpsql._privacy.sensitivity.rank`). Only the buckets holding a rank of the window
     [r − h − 1, r + h + 1] are kept; a bucket with a single value (every bucket of an integer
     column such as age) is already exact, and the values of the others are counted in a second
     pass that joins the source to those few buckets. Nothing sorts the table. The result is the
@@ -54,14 +54,14 @@ from fractions import Fraction
 import numpy as np
 from sqlglot import exp
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import noise as _noise
+from dpsql._privacy import sensitivity as sens
+from dpsql._sql import build, template
+from dpsql._sql.argtypes import whole_numbers
 from dpsql.errors import InternalError, PrivacyError
 from dpsql.mechanisms.base import raw_select
 from dpsql.mechanisms.fixed import FixedPoint, whole
-from dpsql.privacy import noise as _noise
-from dpsql.privacy import sensitivity as sens
-from dpsql.privacy.budget import Cost
-from dpsql.sql import build, template
-from dpsql.sql.argtypes import whole_numbers
 
 if t.TYPE_CHECKING:
     from dpsql.mechanisms.base import Context
@@ -73,7 +73,7 @@ MAX_WINDOW = 4096
 #: Largest denominator of p (its shortest decimal) for the exact integer rank in SQL.
 MAX_DENOMINATOR = 10**30
 #: Data-dependent noise scales are sampled on the grid 2^k, k = grid_exponent(U − L) − GRID_SHIFT
-#: (public), so that the grid never depends on the data (Mironov 2012; dpsql.privacy.noise).
+#: (public), so that the grid never depends on the data (Mironov 2012; dpsql._privacy.noise).
 GRID_SHIFT = 10
 
 
@@ -83,7 +83,7 @@ class Calibration:
     """What one calibrated step is, and its budget (module docstring).
 
     ``relation`` and ``rows`` are the arguments ``relation`` and ``max_rows`` of the
-    :mod:`dpsql.privacy.sensitivity` functions: one step adds or removes (``add_remove``), or
+    :mod:`dpsql._privacy.sensitivity` functions: one step adds or removes (``add_remove``), or
     replaces by 0 to ``rows`` rows (``union``), up to ``rows`` rows. A protected change is
     ``steps`` such steps; ``epsilon`` and ``delta`` are per step.
     """
@@ -161,8 +161,8 @@ def window_values(points: t.Sequence[t.Mapping[str, t.Any]] | None, first: int,
 
 
 # ----------------------------------------------------------------------------- SQL
-# The subquery is built from templates parsed once (dpsql.sql.template), as the order
-# statistics of dpsql.sql.build are: a tree every compiler takes as it is.
+# The subquery is built from templates parsed once (dpsql._sql.template), as the order
+# statistics of dpsql._sql.build are: a tree every compiler takes as it is.
 
 _RANK = "GREATEST(1, (CAST(_Z_n AS HUGEINT) * _Z_num + _Z_less) // _Z_den)"
 _NEAR = "__cum >= __r - _Z_half AND __cum - __c < __r + _Z_half"
@@ -253,7 +253,7 @@ def distance_sql(values: build.Values, *, p: Fraction, bound: float, cap: int, a
     candidates for i (largest rank ≤ r of each value) and j (smallest rank ≥ r) inside the
     window [r − cap·rows, r + cap·rows]; pairs outside it have j − i − 1 ≥ cap·rows. For units
     of ``rows`` > 1 rows D is the pair form divided by ``rows``, rounded down (the distance in
-    units, :mod:`dpsql.privacy.sensitivity`). For ``rows`` = 1 under ``add_remove`` (``add_remove``
+    units, :mod:`dpsql._privacy.sensitivity`). For ``rows`` = 1 under ``add_remove`` (``add_remove``
     true) it is 0 if the exact LS exceeds b and otherwise max(1, pair form): the row-level
     ``add_remove`` D (A(0) = LS, A(k ≥ 1) = NRS); otherwise the pair form. ``columns``: names of
     D, n and x_r.

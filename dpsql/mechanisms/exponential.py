@@ -54,14 +54,14 @@ The clip at D + B
     of ranks R+1..R' are needed. The tails' total weight is part of the draw: the output has
     exactly the mechanism's distribution.
 
-SQL (per group, two passes over the source: :func:`dpsql.sql.build.order_statistics`)
+SQL (per group, two passes over the source: :func:`dpsql._sql.build.order_statistics`)
     A histogram of 4096 (``build.BUCKETS``) equal-width buckets over [L, U] (count, min, max;
     cumulative counts by a window function), an upper bound on D from it, and the buckets
     holding a rank of the window; then an exact histogram (GROUP BY value) of the rows of those buckets that hold
     more than one distinct value, found by a semi join on the bucket number. Only the window's
     distinct values, with counts and cumulative ranks, come back: a few hundred numbers per group.
     On DuckDB the histogram is built once for the whole statement and n is read from it
-    (:meth:`order_values`; see ``dpsql.engine.rewrite``): n is not a separate aggregate of the rows.
+    (:meth:`order_values`; see ``dpsql._plan.rewrite``): n is not a separate aggregate of the rows.
 
 Whole numbers in a range of at most ``build.BUCKETS`` (ages, hours, days)
     One pass, GROUP BY value, is the exact histogram, and it comes back whole: per group a list
@@ -81,19 +81,19 @@ from fractions import Fraction
 import numpy as np
 from sqlglot import exp
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import noise as _noise
+from dpsql._sql import build, template
+from dpsql._sql.argtypes import whole_numbers
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import InternalError, OptionError, PrivacyError
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, fmt, num, raw_select, register  # noqa: F401
 from dpsql.mechanisms.batch import Groups, Lists, ReleasedColumn
 from dpsql.mechanisms.wholequantile import whole_regions
-from dpsql.privacy import noise as _noise
-from dpsql.privacy.budget import Cost
-from dpsql.sql import build, template
-from dpsql.sql.argtypes import whole_numbers
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
-    from dpsql.privacy.noise import NoiseSource
-    from dpsql.sql.bind import BoundAggregate
+    from dpsql._privacy.noise import NoiseSource
+    from dpsql._sql.bind import BoundAggregate
 
 #: ε'·B: a candidate farther than D + B ranks from p·n weighs e^{-TAIL} of the best one.
 TAIL = 64.0
@@ -255,8 +255,8 @@ def rank_error(eps_prime: float, lower: float, upper: float, confidence: float, 
 
 
 # -- SQL ---------------------------------------------------------------------------------------
-# The subquery is built from templates parsed once (dpsql.sql.template), as the order
-# statistics of dpsql.sql.build are: a tree every compiler takes as it is.
+# The subquery is built from templates parsed once (dpsql._sql.template), as the order
+# statistics of dpsql._sql.build are: a tree every compiler takes as it is.
 
 _HISTOGRAM = "SELECT _Z_keys, LIST({'v': __lo, 'c': __c} ORDER BY __lo) AS _Z_column FROM _Z_h GROUP BY _Z_keys"
 _BUCKET_D = "COALESCE(MIN(ABS(__cum - _Z_p * __n)) FILTER (WHERE __hi < _Z_hi) OVER (PARTITION BY _Z_keys), _Z_p * __n)"
@@ -277,7 +277,7 @@ GROUP BY e._Z_keys
 @functools.lru_cache(maxsize=256)
 def ranks_sql(values: build.Values, *, p: float, b: int, column: str, tag: str = "e") -> exp.Select:
     """Per group, in ``column``: the distinct values with ranks near p·n as ``LIST({v, c, r})``,
-    or, for :attr:`~dpsql.sql.build.Values.one_per_bucket` values, the whole value histogram as
+    or, for :attr:`~dpsql._sql.build.Values.one_per_bucket` values, the whole value histogram as
     ``LIST({v, c})`` (at most ``build.BUCKETS`` values per group; :func:`windows` finds the window
     in it, which is cheaper than finding it in SQL: no window function, no join).
 
@@ -457,7 +457,7 @@ class Exponential(Mechanism):
     ``replace`` (2m·max(p, 1 − p) with GROUP BY). Constants: ε' = ε/(2Δu), or ε/Δu for p = 0
     and p = 1, where the utilities' differences span at most Δu (proof in the module
     docstring); the interval form of the draw (Smith 2011); the clip at D + ⌈64/ε'⌉ ranks
-    and the output grid 2^k with k = ⌊log2(U − L)⌋ − 30 (:func:`dpsql.privacy.noise.grid_exponent`),
+    and the output grid 2^k with k = ⌊log2(U − L)⌋ − 30 (:func:`dpsql._privacy.noise.grid_exponent`),
     both argued in the module docstring and checked by brute force.
     """
 

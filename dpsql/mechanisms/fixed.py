@@ -11,7 +11,7 @@ How: in SQL each value x becomes the integer
     d = round(clamp((x − a)·2^−g, A, B)),   A ≤ d ≤ B integers,  |A|, |B| ≤ 2^31,
 
 and the statistics are COUNT(d), SUM(d) and SUM(d·d), exact: DuckDB sums BIGINT into HUGEINT,
-Spark into DECIMAL(38, 0) (:mod:`dpsql.sql.target`); d·d < 2^63 is a BIGINT and no sum of up to
+Spark into DECIMAL(38, 0) (:mod:`dpsql._compile.target`); d·d < 2^63 is a BIGINT and no sum of up to
 2^63 rows passes 2^125. The clamp and the rounding to an integer come last, so one row's d lies
 in [A, B] whatever rounding (x − a)·2^−g suffered: the integers' range, not the real one, gives the
 sensitivity, and it includes the (less than one) step by which it may exceed the bounds. The
@@ -19,7 +19,7 @@ clamp is the clip: a value outside [L, U] goes to the end of the range, NULL sta
 to B and ±inf to the ends, as the clip does. d stands for the value a + d·2^g. g, a, A and B
 come from the bounds alone, never from the data. The rounding is to the nearest integer, ties to
 even: DuckDB's CAST of a DOUBLE to BIGINT, Spark's ``CAST(RINT(...) AS BIGINT)`` (its CAST
-truncates; ``integer`` of :mod:`dpsql.compile.compiler`), so both engines compute the same d.
+truncates; ``integer`` of :mod:`dpsql._compile.compiler`), so both engines compute the same d.
 
 * :meth:`FixedPoint.values` (SUM): a = 0, 2^g = 2^(e − 31) for max(|L|, |U|) < 2^e,
   [A, B] = the nearest steps of L and U. The step is 2^−30 of
@@ -39,7 +39,7 @@ Why 31 bits: DuckDB adds BIGINT values below 2^31 into its HUGEINT sum about a t
 values near 2^62 (measured; docs/noise.md), and d·d must fit a BIGINT. Integer columns read
 through a grid lose nothing either: for integers and bounds below 2^52, (x − c)·2^−g is exact.
 
-The exact statistic then reaches the release as integers (:mod:`dpsql.privacy.grid`): the noise
+The exact statistic then reaches the release as integers (:mod:`dpsql._privacy.grid`): the noise
 is added on the release grid to the exact value, never to a double near it.
 """
 
@@ -141,7 +141,7 @@ class FixedPoint:
         return self.value(min(max(Fraction(total, n), Fraction(self.low)), Fraction(self.high)))
 
     def step(self, x: float) -> int:
-        """d of the value ``x`` computed exactly (what :func:`dpsql.compile.clip.fixed_point` gives whenever its floating-point
+        """d of the value ``x`` computed exactly (what :func:`dpsql._compile.clip.fixed_point` gives whenever its floating-point
         steps are exact, e.g. for integers; otherwise within one step of it)."""
         if self.integer:
             return min(max(round(x), self.low), self.high)

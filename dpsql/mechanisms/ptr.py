@@ -4,23 +4,23 @@ bound = b, epsilon = ..., delta = ...)``.
 Mechanism (Dwork & Lei 2009; SPEC §4.2, with the corrections below)
     The analyst proposes b, a bound on the local sensitivity of f (the exact mean of the
     clipped values, or their order statistic of rank r = max(1, ⌈p·n⌉), as in
-    :mod:`dpsql.privacy.sensitivity`) under the policy's neighbours: how far f can move when one
+    :mod:`dpsql._privacy.sensitivity`) under the policy's neighbours: how far f can move when one
     privacy unit (up to m rows) changes. D = D(f, x, b), the number of unit steps from x to a
     dataset whose local sensitivity exceeds b, is computed exactly (for the bound A of
-    :mod:`dpsql.privacy.sensitivity`), capped at C. With Z a discrete
+    :mod:`dpsql._privacy.sensitivity`), capped at C. With Z a discrete
     Laplace draw, P[Z = z] ∝ e^{−|z|·ε₁}, the result is NULL (⊥) when D + Z < j, and
     f(x) + Lap(b/ε₂) otherwise. The budget is spent either way. The mean is exact: Σd/n of the
     fixed-point integers of :func:`dpsql.mechanisms.datadep.mean_grid` (an exact integer sum in
     SQL, the division in fractions), not a float AVG, whose rounding can exceed b when the bounds
     are far from zero relative to their width (Casacuberta, Shoemate, Vadhan, Wagaman, CCS
     2022); its D uses the width of the integers' range (U − L plus at most one step), and f(x)
-    is rounded to the release grid in integers (:mod:`dpsql.privacy.grid`).
+    is rounded to the release grid in integers (:mod:`dpsql._privacy.grid`).
 
 Guarantee
     (ε₁ + ε₂, δ)-DP per calibrated step (one unit; one row with GROUP BY and units of several
     rows, see below). Let x, x' be neighbours. If |f(x) − f(x')| ≤ b, the test
     is ε₁-DP (D has sensitivity 1; the geometric mechanism, Ghosh, Roughgarden & Sundararajan
-    2009) and the release ε₂-DP (Laplace, with dpsql.privacy.noise's grid slack). Otherwise
+    2009) and the release ε₂-DP (Laplace, with dpsql._privacy.noise's grid slack). Otherwise
     LS(x) > b and LS(x') > b, so D(x) = D(x') = 0, both runs fail the test with the same
     probability and pass with probability P[Z ≥ j] ≤ δ. The threshold j is the least integer
     with P[Z ≥ j] = e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, at least SPEC's T = ln(1/(2δ))/ε₁ (which makes
@@ -43,12 +43,12 @@ m > 1, or ``replace`` with GROUP BY, the formulas for m = 1 and row steps)
     mean: from n alone. ``add_remove``: min{k : mW/max(n − km, m + 1) > b}, for m = 1
     min{k : (U − L)/max(n − k, 2) > b}; ``replace`` (the union relation: a value may also become
     NULL or leave the filter): min{k : mW/max(n − km, m) > b}
-    (:func:`dpsql.privacy.sensitivity.mean_distance`). Quantiles, in DuckDB: the pair form
+    (:func:`dpsql._privacy.sensitivity.mean_distance`). Quantiles, in DuckDB: the pair form
     D_pair = min{j − i − 1 : i ≤ r ≤ j, x_j − x_i > b} over the padded order statistics (NRS
     2007, seed 003 slide 18); D = ⌊D_pair/m⌋, the distance in units (A in units is NRS's A at
-    (k + 1)m − 1 rows: :mod:`dpsql.privacy.sensitivity`, "Privacy units"). For m = 1 under
+    (k + 1)m − 1 rows: :mod:`dpsql._privacy.sensitivity`, "Privacy units"). For m = 1 under
     ``add_remove`` D is 0 when the exact LS exceeds b and at least 1 otherwise. Each D is
-    :func:`dpsql.privacy.sensitivity.distance_to_instability`'s for the relation and m, checked
+    :func:`dpsql._privacy.sensitivity.distance_to_instability`'s for the relation and m, checked
     against brute force over datasets of units in ``tests/test_sensitivity.py`` and against the
     SQL in ``tests/test_ptr_smooth.py``.
 """
@@ -59,21 +59,21 @@ import math
 import typing as t
 from fractions import Fraction
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import grid as _grid
+from dpsql._privacy import noise as _noise
+from dpsql._privacy import sensitivity as sens
+from dpsql._sql import build
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import OptionError
 from dpsql.mechanisms import datadep
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, register
-from dpsql.privacy import grid as _grid
-from dpsql.privacy import noise as _noise
-from dpsql.privacy import sensitivity as sens
-from dpsql.privacy.budget import Cost
-from dpsql.sql import build
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
     from sqlglot import exp
 
-    from dpsql.privacy.noise import NoiseSource
-    from dpsql.sql.bind import BoundAggregate
+    from dpsql._privacy.noise import NoiseSource
+    from dpsql._sql.bind import BoundAggregate
 
 #: Share of each step's ε spent on the test (the rest on the release).
 TEST_SHARE = 0.5
@@ -195,10 +195,10 @@ class ProposeTestRelease(Mechanism):
     over the unit's steps (:mod:`dpsql.mechanisms.datadep`).
     Constants: ε₁ = ε₂ = ε/2 (this module's choice); threshold j = least integer with
     e^{−jε₁}/(1 + e^{−ε₁}) ≤ δ, the discrete form of SPEC §4.2's T = ln(1/(2δ))/ε₁ (≥ T);
-    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:func:`dpsql.privacy.sensitivity.mean_distance`:
+    cap C = j + ⌈30/ε₁⌉; D of the mean from n (:func:`dpsql._privacy.sensitivity.mean_distance`:
     mW/max(n − km, m + 1), or mW/max(n − km, m) under ``replace``), of quantiles the NRS 2007
     order-statistic pair form (seed 003 slide 18) divided by m and rounded down (A in units is
-    NRS's A at (k + 1)m − 1 rows; derivation in :mod:`dpsql.privacy.sensitivity`). These bound A
+    NRS's A at (k + 1)m − 1 rows; derivation in :mod:`dpsql._privacy.sensitivity`). These bound A
     from above, so D is a lower bound on the true distance and the test stays valid.
     """
 

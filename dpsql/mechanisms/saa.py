@@ -30,7 +30,7 @@ changed chunk; c = the number of chunks one protected change can touch)
 
 Exact mean of the answers
     The mean of the k clipped answers (and the Winsorized mean) is computed as an exact fraction
-    and rounded only to the release grid, in integers (:func:`dpsql.privacy.grid.release_value`):
+    and rounded only to the release grid, in integers (:func:`dpsql._privacy.grid.release_value`):
     a floating-point mean rounds by an amount that depends on the answers, which is not in
     c·(u − l)/k (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022). The sensitivities are exact
     fractions rounded up. The answers themselves are the engine's: an aggregate whose
@@ -61,6 +61,11 @@ from fractions import Fraction
 import sqlglot
 from sqlglot import exp
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import grid as _grid
+from dpsql._privacy import noise as _noise
+from dpsql._sql import build, template
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import InternalError, PrivacyError
 from dpsql.mechanisms import exponential as _em
 from dpsql.mechanisms.base import (
@@ -75,15 +80,10 @@ from dpsql.mechanisms.base import (
     register,
 )
 from dpsql.mechanisms.fixed import up
-from dpsql.privacy import grid as _grid
-from dpsql.privacy import noise as _noise
-from dpsql.privacy.budget import Cost
-from dpsql.sql import build, template
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
-    from dpsql.privacy.noise import NoiseSource
-    from dpsql.sql.bind import BoundAggregate
+    from dpsql._privacy.noise import NoiseSource
+    from dpsql._sql.bind import BoundAggregate
 
 #: Chunks when the query gives no ``chunks=``: a constant, never a function of the data (n is
 #: private under add_remove). 100 chunks make the noise 1/100 of the clipping range per ε.
@@ -106,8 +106,8 @@ def changed_chunks(ctx: Context) -> int:
     return per * group_size
 
 
-# The subquery is built from templates parsed once (dpsql.sql.template), as the order
-# statistics of dpsql.sql.build are: a tree every compiler takes as it is.
+# The subquery is built from templates parsed once (dpsql._sql.template), as the order
+# statistics of dpsql._sql.build are: a tree every compiler takes as it is.
 _CHUNK = "CAST(HASH(_Z_unit) % _Z_k AS BIGINT)"
 _EVERY_GROUP = "SELECT g._Z_keys, r.range AS _Z_chunk FROM (SELECT DISTINCT _Z_keys FROM _Z_src) AS g CROSS JOIN range(_Z_k) AS r"
 _EVERY = "SELECT range AS _Z_chunk FROM range(_Z_k)"
@@ -142,7 +142,7 @@ def chunk_sql(source: str, unit_key: str, k: int) -> exp.Expression:
 def chunks_sql(source: str, keys: tuple[str, ...], f: exp.Expression, unit_key: str, k: int, lower: float,
                upper: float, column: str) -> exp.Select:
     """Per group: ``LIST`` of the k clipped chunk answers, ordered by chunk (a tree shared by the
-    plans that ask for the same: never changed, :mod:`dpsql.sql.template`)."""
+    plans that ask for the same: never changed, :mod:`dpsql._sql.template`)."""
     nm, chunk = build.scratch("c"), build.CHUNK
     lo, hi, mid = (template.double(x) for x in (lower, upper, (lower + upper) / 2.0))
     size = template.number(int(k))
@@ -306,7 +306,7 @@ class SampleAggregate(Mechanism):
     unit can change: m (row unit, or GROUP BY: one chunk per row), g (id unit without GROUP BY:
     the unit's rows share one chunk; g = the policy's group size), doubled under ``replace``
     because the changed rows (or the swapped-in id) can land in another chunk. Constants: Laplace scale Δ/ε with the grid
-    slack of :func:`dpsql.privacy.noise.laplace_scale`; the Winsorized variant's split ε/4, ε/4, ε/2,
+    slack of :func:`dpsql._privacy.noise.laplace_scale`; the Winsorized variant's split ε/4, ε/4, ε/2,
     widening 4·k^(1/3+ξ)·IQR with ξ = 0.1, and quartile exponent ε/(4·2c) (Smith 2011; the
     exponential mechanism's ε/(2Δu), McSherry & Talwar 2007).
     """

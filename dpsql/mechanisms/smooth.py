@@ -12,7 +12,7 @@ Noise (``noise`` option)
     (ε/2, ε/(2 ln(2/δ)))-admissible (NRS 2007's Laplace example; seed 000's Definition 19), so
     β = ε/(2 ln(2/δ)) and f(x) + Lap(2S/ε) is (ε, δ)-DP; δ = 0 is refused.
     ``cauchy`` (NRS 2007's pure-ε Cauchy-like density 1/(1 + z⁴)) is refused, with the fix in
-    the message: its sampler (:meth:`dpsql.privacy.noise.NoiseSource.cauchy_like`) inverts and
+    the message: its sampler (:meth:`dpsql._privacy.noise.NoiseSource.cauchy_like`) inverts and
     rejects in floating point and snaps f(x) + (16/ε)·S·Z afterwards, so when the scale is large
     the set of outputs it can reach depends on f(x) and S(x), i.e. on the data (Mironov 2012).
     It comes back only with an exact sampler on the release grid and a cited derivation that the
@@ -20,7 +20,7 @@ Noise (``noise`` option)
     Data-dependent scales are sampled on a public grid 2^k (k from U − L only) and S is
     enlarged by 2^k for the rounding to it, which keeps it β-smooth (S + c ≤ e^β(S' + c)).
     The exact f(x) (a fraction for the mean) is rounded to that grid in integers
-    (:func:`dpsql.privacy.grid.release_value`), so that rounding is the only one.
+    (:func:`dpsql._privacy.grid.release_value`), so that rounding is the only one.
     S ≤ U − L for every dataset, so a query whose largest scale (U − L + 2^k)/α overflows a
     double is refused when planned.
 
@@ -33,16 +33,16 @@ Exact mean
 Smooth bound S (SPEC §4.2), β-smooth in steps of one privacy unit of up to m rows
     (m = ``ctx.max_rows``; m = 1 for row-level privacy; with GROUP BY and m > 1, or ``replace``
     with GROUP BY, each group uses m = 1 and group privacy over the unit's row steps, see
-    :mod:`dpsql.mechanisms.datadep`; the module doc of :mod:`dpsql.privacy.sensitivity` derives the
+    :mod:`dpsql.mechanisms.datadep`; the module doc of :mod:`dpsql._privacy.sensitivity` derives the
     unit-level A, and ``tests/test_sensitivity.py`` checks it by brute force over units)
     mean: from n alone, ``add_remove``: max_k e^{−βk}·mW/max(n − km, m + 1), for m = 1
     max_k e^{−βk}·(U − L)/max(n − k, 2) (k = 0: the exact bound of any dataset of size n;
-    :func:`dpsql.privacy.sensitivity.mean_smooth_sensitivity`; seed 000's U/(n + 1) is too small);
+    :func:`dpsql._privacy.sensitivity.mean_smooth_sensitivity`; seed 000's U/(n + 1) is too small);
     ``replace``: with mW/max(n − km, m), valid also when values appear or disappear.
     Quantiles: S = max_{k ≤ K} e^{−βk}·A(k) with A(k) = P_{(k+1)m} = max_{0≤t≤(k+1)m}
     x_{r+t} − x_{r+t−(k+1)m}, NRS's A at (k + 1)m − 1 rows (NRS 2007, seed 003 slide 18; for
     m = 1 ``add_remove`` uses the exact LS at k = 0), truncated at K with the tail term
-    (U − L)·e^{−β(K+1)}, still β-smooth; K = :func:`dpsql.privacy.sensitivity.truncation_k` for a
+    (U − L)·e^{−β(K+1)}, still β-smooth; K = :func:`dpsql._privacy.sensitivity.truncation_k` for a
     tail of 10⁻¹²·(U − L), with (K + 1)·m at most 4097. DuckDB returns only the order
     statistics of ranks [r − (K + 1)m, r + (K + 1)m] (:func:`dpsql.mechanisms.datadep.points_sql`).
 
@@ -57,20 +57,20 @@ import math
 import typing as t
 from fractions import Fraction
 
+from dpsql._accounting.budget import Cost
+from dpsql._privacy import grid as _grid
+from dpsql._privacy import sensitivity as sens
+from dpsql._sql import build
+from dpsql._sql.statistics import Statistic
 from dpsql.errors import InternalError, OptionError
 from dpsql.mechanisms import datadep
 from dpsql.mechanisms.base import Context, Mechanism, Prepared, ReportEntry, clamp, fmt, num, register
-from dpsql.privacy import grid as _grid
-from dpsql.privacy import sensitivity as sens
-from dpsql.privacy.budget import Cost
-from dpsql.sql import build
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
     from sqlglot import exp
 
-    from dpsql.privacy.noise import NoiseSource
-    from dpsql.sql.bind import BoundAggregate
+    from dpsql._privacy.noise import NoiseSource
+    from dpsql._sql.bind import BoundAggregate
 
 def refuse_cauchy(ctx: Context) -> None:
     """Refuse ``noise = 'cauchy'`` (module docstring, "Noise"), naming the fix."""
@@ -176,7 +176,7 @@ class SmoothSensitivity(Mechanism):
     ``replace`` the union relation: values may also become NULL or leave the filter). Quantiles
     use A(k) = NRS's order-statistic bound at (k + 1)m − 1 rows (exact for rows under
     ``replace``, an upper bound in general); the mean mW/max(n − km, m + 1) (``add_remove``) or
-    mW/max(n − km, m) (``replace``); both derived in :mod:`dpsql.privacy.sensitivity` and checked
+    mW/max(n − km, m) (``replace``); both derived in :mod:`dpsql._privacy.sensitivity` and checked
     by brute force over datasets of units. With GROUP BY and m > 1 (or ``replace`` with GROUP BY)
     each group uses m = 1 and group privacy over the unit's row steps.
     """

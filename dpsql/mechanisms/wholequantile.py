@@ -1,6 +1,6 @@
 """The exponential mechanism's regions on whole-number candidates, with DuckDB's quantile.
 
-On an integer column clipped to whole-number bounds (:func:`dpsql.sql.argtypes.whole_numbers`,
+On an integer column clipped to whole-number bounds (:func:`dpsql._sql.argtypes.whole_numbers`,
 within ±2^53) the candidates are the whole numbers y of [L, U], and the utility is
 
     u(y) = −min(dist(p·n, [A(y), C(y)]), B),   A(y) = #{x < y},  C(y) = #{x ≤ y},

@@ -470,7 +470,7 @@ CONTROLS += [
 ]
 
 
-# --- a unit holding more than m rows, bounded by pre-aggregation (dpsql.sql.perunit) -----------
+# --- a unit holding more than m rows, bounded by pre-aggregation (dpsql._compile.perunit) -----------
 # Each unit's rows are aggregated first and its partials clipped: the sum's total to m·U, the
 # mean's sums re-weighted to m rows, a grouped unit's groups to g. The controls compute the
 # statistics with a looser bound (m = 6, or g = 3) while the noise is calibrated for the tight one.
@@ -560,7 +560,7 @@ CONTROLS += [
               mechanism="laplace", expect="violation"),
 ]
 
-# --- the release's array sampler of Laplace noise (dpsql.privacy.dlaplace) ---------------------
+# --- the release's array sampler of Laplace noise (dpsql._privacy.dlaplace) ---------------------
 # Columns of Laplace noise (grouped releases, key selection) come from the array sampler (inversion);
 # these cases release through it, float (on the grid) and integer, and with the scale cut by 3.
 CASES += [
@@ -703,7 +703,7 @@ def _self_join_pair() -> Pair:
 
 # A LEFT join: a left row whose matches all go keeps one row of NULLs, so a right row that
 # leaves (or joins) the truncated side alters two joined rows per left row, not one, even under
-# drop_non_unique (S = 1), so dpsql.privacy.joins counts S_r = 2 in a LEFT join (this case caught
+# drop_non_unique (S = 1), so dpsql._privacy.joins counts S_r = 2 in a LEFT join (this case caught
 # the bound that used 1: 6 rows claimed, 10 moved). Left drop_excess(4), right drop_non_unique:
 # T_l·2·R_r + T_r·S_l·R_l = 4·2·1 + 1·2·1 = 10. x' adds a second row of u under key 1 (its 4 joined rows lose their match:
 # x + y = 100 becomes x − 100 = −100) and a row of t under key 2 that pushes out one of its 4

@@ -17,12 +17,12 @@ import typing as t
 import duckdb
 import numpy as np
 
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import prepare
-from dpsql.engine.release import release
+from dpsql._policy.policy import load_policy
+from dpsql._privacy.noise import NoiseSource, SecureNoise
+from dpsql._query.pipeline import prepare
+from dpsql._release.release import release
+from dpsql.backends.duck import DuckDBEngine
 from dpsql.mechanisms.batch import Groups
-from dpsql.privacy.noise import NoiseSource, SecureNoise
-from dpsql.privacy.policy import load_policy
 
 from .harness import AuditCase, Pair, first_value, query_pair
 

@@ -1,4 +1,4 @@
-"""Audit cases for tables linked to their privacy unit (dpsql.privacy.links, issue 29).
+"""Audit cases for tables linked to their privacy unit (dpsql._policy.links, issue 29).
 
 Table ``t`` (line items: ``x`` in [0, 100], order key ``k``) links to ``o`` (orders: key
 ``ok``, customer ``cid``), which links to ``c`` (customers, unit ``cid``). Each pair is two
@@ -18,7 +18,7 @@ from __future__ import annotations
 import typing as t
 from unittest import mock
 
-import dpsql.sql.links
+import dpsql._sql.links
 
 from .harness import AuditCase, Pair, query_pair
 
@@ -52,7 +52,7 @@ def _pair(x: tuple, y: tuple) -> t.Callable[[], Pair]:
 def _ungrouped(table: t.Any, key: t.Any, below: t.Any) -> t.Any:
     from sqlglot import exp
 
-    out = exp.select(exp.alias_(key, dpsql.sql.links.KEY), exp.alias_(below.unit, dpsql.sql.links.UNIT)).from_(table)
+    out = exp.select(exp.alias_(key, dpsql._sql.links.KEY), exp.alias_(below.unit, dpsql._sql.links.UNIT)).from_(table)
     for w in below.where:
         out = out.where(w)
     return out
@@ -60,7 +60,7 @@ def _ungrouped(table: t.Any, key: t.Any, below: t.Any) -> t.Any:
 
 def _ungrouped_pair(x: tuple, y: tuple) -> t.Callable[[], Pair]:
     def build() -> Pair:
-        with mock.patch.object(dpsql.sql.links, "target_by_key", _ungrouped):
+        with mock.patch.object(dpsql._sql.links, "target_by_key", _ungrouped):
             return _pair(x, y)()
     return build
 

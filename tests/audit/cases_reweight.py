@@ -1,4 +1,4 @@
-"""Audit cases for re-weighting (:mod:`dpsql.sql.reweight`): a GROUP BY of an id unit without
+"""Audit cases for re-weighting (:mod:`dpsql._sql.reweight`): a GROUP BY of an id unit without
 max_groups_per_unit, each unit's partials weighted by min(1, k / its rows), rounded toward zero.
 
 The case: k = 2 rows per person, public keys a, b, c; the neighbour adds a person with 3 rows in
@@ -14,7 +14,7 @@ import typing as t
 
 from sqlglot import exp
 
-import dpsql.compile.reweight as rule
+import dpsql._compile.reweight as rule
 
 from .harness import AuditCase, Pair, query_pair, values_of_keys
 

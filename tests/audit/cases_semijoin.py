@@ -2,7 +2,7 @@
 
 The case: ``t`` and ``u`` are tables of one unit (``pid``); the DP sum over ``t`` keeps the rows
 whose person has a row in ``u``. The neighbour adds one person, with a row in each table, so the
-sum moves by at most U = 100 (the proof is in :mod:`dpsql.sql.insubquery`). The negative control
+sum moves by at most U = 100 (the proof is in :mod:`dpsql._sql.insubquery`). The negative control
 lifts the check that the subquery is correlated on the unit: ``EXISTS (SELECT * FROM u WHERE
 w = 1)`` is then one flag for everyone, and the person added with only a ``u`` row switches ten
 other people's rows in, moving the sum by 1,000 while the noise is calibrated for 100.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typing as t
 
-import dpsql.sql.insubquery as insubquery
+import dpsql._sql.insubquery as insubquery
 
 from .harness import AuditCase, Pair, query_pair
 

@@ -20,14 +20,14 @@ import typing as t
 
 import duckdb
 
-from dpsql.engine import found
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import prepare
-from dpsql.engine.release import release
-from dpsql.privacy import approx_bounds as ab
-from dpsql.privacy.budget import Cost
-from dpsql.privacy.noise import NoiseSource
-from dpsql.privacy.policy import load_policy
+from dpsql._accounting.budget import Cost
+from dpsql._policy.policy import load_policy
+from dpsql._privacy import approx_bounds as ab
+from dpsql._privacy.noise import NoiseSource
+from dpsql._query.pipeline import prepare
+from dpsql._release import found
+from dpsql._release.release import release
+from dpsql.backends.duck import DuckDBEngine
 
 from .harness import AuditCase, Pair, ScaledNoise, first_value
 

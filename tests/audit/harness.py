@@ -14,10 +14,10 @@ satisfy P[M(x) ∈ E] ≤ e^ε·P[M(x') ∈ E] + δ (and the same with x, x' swa
 
 Only the noise is sampled. For a dpsql query (:func:`query_pair`) the rewritten SQL runs once on
 each input in DuckDB; the exact statistics are then released ``trials`` times through
-:func:`dpsql.engine.release.release`, the function the connection uses after the ledger charge. The
+:func:`dpsql._release.release.release`, the function the connection uses after the ledger charge. The
 claimed (ε, δ) is the plan's cost, i.e. what the ledger would charge.
 
-:class:`FastNoise` is a seeded source (a :class:`~dpsql.privacy.noise.SeededNoise`) that draws its
+:class:`FastNoise` is a seeded source (a :class:`~dpsql._privacy.noise.SeededNoise`) that draws its
 Laplace, Gaussian, discrete Laplace and discrete Gaussian noise in numpy blocks: same laws,
 fifty times faster per draw than the exact integer samplers. :class:`ScaledNoise` shrinks every
 noise scale by a factor, for the negative controls.
@@ -34,13 +34,13 @@ import duckdb
 import numpy as np
 from scipy.stats import beta as _beta
 
-from dpsql.engine.duck import DuckDBEngine
-from dpsql.engine.pipeline import prepare
-from dpsql.engine.release import Released, release
-from dpsql.privacy import dlaplace
-from dpsql.privacy.budget import to_kind
-from dpsql.privacy.noise import NoiseSource, SeededNoise, grid_exponent
-from dpsql.privacy.policy import load_policy
+from dpsql._accounting.budget import to_kind
+from dpsql._policy.policy import load_policy
+from dpsql._privacy import dlaplace
+from dpsql._privacy.noise import NoiseSource, SeededNoise, grid_exponent
+from dpsql._query.pipeline import prepare
+from dpsql._release.release import Released, release
+from dpsql.backends.duck import DuckDBEngine
 
 #: Quick mode (the default test run) and thorough mode (``pytest -m thorough``).
 QUICK = {"trials": 8_000, "pilot": 2_000, "events": 8}
@@ -114,7 +114,7 @@ class FastNoise(SeededNoise):
 
 
 class ArrayNoise(FastNoise):
-    """Laplace noise from the release's array sampler (:mod:`dpsql.privacy.dlaplace`: inversion
+    """Laplace noise from the release's array sampler (:mod:`dpsql._privacy.dlaplace`: inversion
     on whole arrays at these scales) on the inner source's generator; every other draw as :class:`FastNoise`.
     Draws come from blocks of the array sampler: its draws are independent, so handing them out
     one at a time has the law of one call per release."""

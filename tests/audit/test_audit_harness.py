@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpsql.privacy.noise import SeededNoise
+from dpsql._privacy.noise import SeededNoise
 
 from .harness import (
     QUICK,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import duckdb
 
+from dpsql._accounting.ledger import Ledger
 from dpsql.interfaces.demo import load_adult
 from dpsql.interfaces.server.users import make_verifier
-from dpsql.privacy.ledger import Ledger
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "jdbc": "jdbc-secret", "carol": "carol-secret"}
 SHARES = {"bob": 0.01}

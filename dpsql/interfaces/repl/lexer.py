@@ -16,9 +16,9 @@ from pygments.lexer import bygroups, include, inherit, words
 from pygments.lexers.sql import SqlLexer
 from pygments.token import Keyword, Name, Number, Operator, Punctuation, String, Text, Whitespace
 
-from dpsql.sql.keywords import AGGREGATORS, SMOOTH_NOISE
-from dpsql.sql.keywords import DP_FUNCTION_NAMES as _DP_NAMES
-from dpsql.sql.keywords import OPTION_KEYS as _OPTION_KEYS
+from dpsql._sql.keywords import AGGREGATORS, SMOOTH_NOISE
+from dpsql._sql.keywords import DP_FUNCTION_NAMES as _DP_NAMES
+from dpsql._sql.keywords import OPTION_KEYS as _OPTION_KEYS
 
 #: Names of the DP aggregate functions (with their aliases), upper-case.
 DP_FUNCTION_NAMES: tuple[str, ...] = _DP_NAMES

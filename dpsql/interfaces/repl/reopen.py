@@ -24,10 +24,10 @@ def reopen(con: "Connection", path: str) -> "Connection":
     ``con``'s DuckDB is closed once the new one is ready (its ledger stays open)."""
     import duckdb
 
+    from dpsql.backends.duck import DuckDBEngine
+    from dpsql.backends.sandbox import harden
+    from dpsql.backends.sources import expose_registered, open_sources, reader_of
     from dpsql.connection import Connection
-    from dpsql.engine.duck import DuckDBEngine
-    from dpsql.engine.sandbox import harden
-    from dpsql.engine.sources import expose_registered, open_sources, reader_of
 
     if not isinstance(con.engine, DuckDBEngine):
         raise Error(f".open opens a DuckDB database; this shell runs on {con.engine.name}, whose tables come "

@@ -80,7 +80,7 @@ def statement_complete(text: str) -> bool:
     from sqlglot import TokenType
     from sqlglot.errors import TokenError
 
-    from dpsql.sql.dialect import DPSQL
+    from dpsql._sql.dialect import DPSQL
 
     try:
         tokens = DPSQL().tokenize(stripped)
@@ -120,7 +120,7 @@ class Toolbar:
     def __call__(self) -> str:
         if self._budget is None:
             try:
-                from dpsql.privacy.budget import format_cost
+                from dpsql._accounting.budget import format_cost
 
                 status = self.state.con.budget
                 self._budget = (f"remaining {format_cost(status.remaining, status.kind)} "

@@ -11,10 +11,10 @@ from __future__ import annotations
 import shlex
 import typing as t
 
+from dpsql._accounting.budget import format_cost
 from dpsql.errors import Error
 from dpsql.interfaces.output import FORMATS, render_table
 from dpsql.interfaces.repl.state import MAX_READ_DEPTH
-from dpsql.privacy.budget import format_cost
 
 if t.TYPE_CHECKING:
     from dpsql.interfaces.repl.state import ReplState

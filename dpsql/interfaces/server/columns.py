@@ -17,15 +17,15 @@ from dataclasses import dataclass
 import duckdb
 import pyarrow as pa
 
-from dpsql.engine.backend import Backend
-from dpsql.engine.sandbox import harden
+from dpsql._sql import build
+from dpsql._sql.statistics import Statistic
+from dpsql.backends.backend import Backend
+from dpsql.backends.sandbox import harden
 from dpsql.errors import BindError
-from dpsql.sql import build
-from dpsql.sql.statistics import Statistic
 
 if t.TYPE_CHECKING:
+    from dpsql._query.pipeline import PreparedQuery
     from dpsql.connection import Connection
-    from dpsql.engine.pipeline import PreparedQuery
 
 # PostgreSQL type OIDs (fixed by PostgreSQL; the same numbers every client knows)
 BOOL, BYTEA, INT8, INT2, INT4, TEXT = 16, 17, 20, 21, 23, 25

@@ -83,10 +83,10 @@ def is_loopback(host: str) -> bool:
 
 
 def open_connection(args: argparse.Namespace) -> t.Any:
+    from dpsql._policy.policy import load_policy
     from dpsql.connection import connect
     from dpsql.interfaces.demo import connect_demo
     from dpsql.interfaces.engines import choose
-    from dpsql.privacy.policy import load_policy
 
     if args.demo:
         if args.database or args.policy:

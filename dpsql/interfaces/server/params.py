@@ -12,8 +12,8 @@ import typing as t
 
 from sqlglot import exp
 
+from dpsql._sql import dialect
 from dpsql.errors import OptionError, ParseError
-from dpsql.sql import dialect
 
 from .columns import BOOL, FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC
 

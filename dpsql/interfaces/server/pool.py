@@ -3,7 +3,7 @@
 Each worker has its own :class:`dpsql.Connection` on a cursor of the one locked-down DuckDB
 (cursors are separate connections to the same database), or on Spark on an engine of its own
 over the server's one Spark session, and all of them share one
-:class:`~dpsql.privacy.ledger.Ledger`, whose charges are serialised by a lock and a SQLite
+:class:`~dpsql._accounting.ledger.Ledger`, whose charges are serialised by a lock and a SQLite
 ``BEGIN IMMEDIATE`` transaction. Before each statement the worker's connection is given the
 ledger as the statement's user sees it (:class:`UserLedger`): charges record the user, and a
 user with a budget share may spend at most that share of the total.
@@ -16,14 +16,14 @@ import threading
 import typing as t
 from concurrent.futures import ThreadPoolExecutor
 
+from dpsql._accounting.budget import Budget, Cost
+from dpsql._accounting.ledger import Ledger
 from dpsql.connection import Connection
-from dpsql.privacy.budget import Budget, Cost
-from dpsql.privacy.ledger import Ledger
 
 from .columns import Binder
 
 if t.TYPE_CHECKING:
-    from dpsql.privacy.ledger import Entry
+    from dpsql._accounting.ledger import Entry
 
     from .users import User
 

@@ -171,7 +171,7 @@ CREATE MACRO {pg}.pg_get_keywords() AS TABLE SELECT keyword_name AS word,
 def build(declared: dict[str, dict[str, int]]) -> duckdb.DuckDBPyConnection:
     """The scratch DuckDB: every relation of :data:`PG` and :data:`INFO`, with the rows of
     :func:`catalog_rows`, and the macros :mod:`.pgrewrite` calls; then locked down."""
-    from dpsql.engine.sandbox import harden
+    from dpsql.backends.sandbox import harden
 
     con = duckdb.connect(":memory:")
     try:

@@ -178,8 +178,8 @@ class DPStatement(Statement):
     def _describe(self, worker: Worker) -> list[Column]:
         con = worker.connection
         text = params.stand_ins(self.sql, self.param_oids) if self.param_oids else params.inline(self.sql, [], [])
+        from dpsql._query.probe import answer_probe
         from dpsql.describe import answer
-        from dpsql.engine.probe import answer_probe
 
         from .columns import oid_of_arrow
 

@@ -26,7 +26,7 @@ from scramp import ScramException, ScramMechanism
 from dpsql.errors import PolicyError
 
 if t.TYPE_CHECKING:
-    from dpsql.privacy.policy import Policy
+    from dpsql._policy.policy import Policy
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS = 4096

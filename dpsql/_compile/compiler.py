@@ -1,0 +1,216 @@
+"""The compilers: a typed statement (:mod:`dpsql._compile.plan`) to one sqlglot tree, per engine.
+
+:class:`Compiler` writes DuckDB's form, the reference the rewrite fixtures pin down; an engine
+whose SQL differs subclasses it and overrides only the forms that differ (ibis's
+``SQLGlotCompiler`` subclasses are the model), and is registered under its target's name
+(:func:`register`; :func:`compiler` finds it). The shape, for DuckDB::
+
+    WITH __src AS (<source rows>),                    -- dpsql._compile.source (+ truncate or preaggregate)
+         __hist AS (<histogram>),                     -- dpsql._compile.histogram, when shared
+         __stats AS (SELECT keys, stats FROM __src GROUP BY keys),
+         __cut AS (<units over the bound>),           -- dpsql._compile.preaggregate, report_dropped
+         __sq<i> AS (<a mechanism's subquery>)
+    SELECT ... FROM <__keys LEFT JOIN> __stats ...   -- dpsql._compile.keyjoin (+ domain)
+
+and, with nothing joined to the statistics, one SELECT over the rows (derived table), or over
+the FROM chain itself with the values' expressions in the aggregates (dpsql._compile.inline):
+DuckDB runs the same plan and plans it faster (0.06 ms, then 0.1 ms less per query).
+
+Each rule's constant part is built from node classes, not parsed; the tree is serialised once
+per statement (:meth:`Compiler.sql`).
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from sqlglot import exp
+
+from dpsql._compile import domain, histogram, inline, keyjoin, perunit, preaggregate, source, truncate
+from dpsql._compile.nodes import alias, col, fn, name, select, subquery, table, verbatim
+from dpsql._compile.plan import KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
+from dpsql._sql import build
+
+if t.TYPE_CHECKING:
+    from dpsql._compile.target import Target
+
+_BIGINT = exp.DataType(this=exp.DataType.Type.BIGINT)
+
+
+class Compiled(t.NamedTuple):
+    """A compiled statement: its tree, and the node of the key domain handed over as data
+    (``__domain``, which :meth:`Compiler.standalone` writes in as ``VALUES``), if any."""
+
+    tree: exp.Expression
+    domain_table: exp.Table | None = None
+
+
+class Compiler:
+    """DuckDB's statement (see the module's docstring)."""
+
+    #: the sqlglot dialect the tree is printed in
+    dialect: t.Any = "duckdb"
+    #: whether an ungrouped statement with nothing joined may be one SELECT over the rows
+    single_select = True
+
+    def __init__(self, target: "Target") -> None:
+        self.target = target
+
+    # -- the statement ------------------------------------------------------------------------
+
+    def compile(self, st: Statement) -> Compiled:
+        """The tree of ``st`` (``st`` built with ``target.shared_histogram``)."""
+        values = source.named(st.source, self)
+        if self.single_select and self.target.single_select \
+                and not (st.keys or st.subqueries or st.histogram or st.domain is not None or st.dropped):
+            return Compiled(self.finish(self.single(st, values)))
+        rows = source.source(st.source, self, values)
+        ctes = self.hoisted(rows)
+        ctes.append(self.cte(build.SRC, rows, materialized=None if st.histogram is None or not st.histogram.separate
+                             else False))
+        if st.histogram is not None:
+            ctes.append(self.cte(build.HIST, histogram.histogram(st.histogram.values)))
+        ctes.append(self.cte(build.STATS, self.grouped(st)))
+        if st.dropped is not None:  # report_dropped: one row of counts, joined to every group
+            ctes.append(self.cte(perunit.CUT, preaggregate.dropped(source.unbounded(st.source, self, values),
+                                                                  st.dropped)))
+        ctes += [self.cte(sq.alias, self.mechanism(sq)) for sq in st.subqueries]
+        keys, domain_table = self.key_source(st.domain, st.keys)
+        top = self.final(st, keys)
+        if st.dropped is not None:
+            top = preaggregate.report(top)
+        top.set("with_", exp.With(expressions=ctes))
+        return Compiled(self.finish(top), domain_table)
+
+    def single(self, st: Statement, values: dict[str, exp.Expression]) -> exp.Select:
+        """The ungrouped statement with nothing joined: over the FROM chain with the values
+        inlined (:mod:`dpsql._compile.inline`; not for an id unit, whose rows are truncated),
+        else over ``__src`` as a derived table."""
+        if st.source.unit is None:
+            inlined = inline.inlined(st.stats, values)
+            if inlined is not None:
+                return source.rows_only(st.source, self, inlined)
+        stats = [alias(s.expr, s.column) for s in st.stats]
+        return select(stats, subquery(source.source(st.source, self, values), build.SRC))
+
+    def grouped(self, st: Statement) -> exp.Select:
+        """``__stats``: the keys and every statistic per group, over ``__src`` or read from the
+        shared histogram (:func:`dpsql._compile.histogram.counted`)."""
+        keys = [col(k) for k in st.keys]
+        if st.histogram is not None:
+            stats = [alias(histogram.counted(s.expr), s.column) for s in st.stats]
+            return select([*keys, *stats], table(build.HIST), group=st.keys)
+        return select([*keys, *(alias(s.expr, s.column) for s in st.stats)], table(build.SRC), group=st.keys)
+
+    def final(self, st: Statement, keys: exp.Expression | None) -> exp.Select:
+        """The final SELECT (:mod:`dpsql._compile.keyjoin`)."""
+        return keyjoin.key_join(st.keys, st.subqueries, keys)
+
+    def hoisted(self, rows: exp.Select) -> list[exp.CTE]:
+        """The CTEs a rule wrote in ``rows`` (re-weighting's, :mod:`dpsql._compile.reweight`),
+        taken out of it to stand before ``__src`` in the statement's own WITH."""
+        with_ = rows.args.get("with_")
+        if with_ is None:
+            return []
+        rows.set("with_", None)
+        return [self.cte(c.alias, c.this, c.args.get("materialized")) for c in with_.expressions]
+
+    def cte(self, alias_: str, body: exp.Expression, materialized: bool | None = None) -> exp.CTE:
+        node = exp.CTE(this=body, alias=exp.TableAlias(this=name(alias_)))
+        if materialized is not None:
+            node.set("materialized", materialized)
+        return node
+
+    # -- the forms an engine may write otherwise ----------------------------------------------
+
+    def relation(self, rel: Relation) -> tuple[exp.Expression, list[exp.Join]]:
+        """The FROM chain and its joins: DuckDB's text as the binder wrote it."""
+        return verbatim(rel.text), []
+
+    def integer(self, x: exp.Expression) -> exp.Expression:
+        """A DOUBLE in BIGINT's range rounded to the nearest integer (ties to even) as a
+        BIGINT: DuckDB's CAST rounds so (:mod:`dpsql.mechanisms.fixed`)."""
+        return exp.Cast(this=x, to=_BIGINT.copy())
+
+    def row_hash(self, aliases: t.Sequence[str]) -> exp.Expression:
+        """The hash of the whole rows of the FROM items ``aliases``: ``HASH(__t, ...)``."""
+        return fn("HASH", *(col(a) for a in aliases))
+
+    def log2(self, x: exp.Expression) -> exp.Expression:
+        """log2 of ``x`` as the engine computes it (the bounds search corrects its rounding)."""
+        return fn("LOG2", x)
+
+    def truncated(self, rows: exp.Select, cut: Truncation) -> exp.Select:
+        """:func:`dpsql._compile.truncate.truncate` (QUALIFY)."""
+        return truncate.truncate(rows, cut)
+
+    def preaggregated(self, rows: exp.Select, pre: PreAggregation) -> exp.Select:
+        """:func:`dpsql._compile.preaggregate.preaggregate` (QUALIFY)."""
+        return preaggregate.preaggregate(rows, pre)
+
+    def key_source(self, keys: KeyDomain | None, names: t.Sequence[str]) -> tuple[exp.Expression | None, exp.Table | None]:
+        """``__keys`` (or None without a public domain) and the node that reads the domain
+        handed over as data: the typed texts of ``__domain`` (:mod:`dpsql._compile.domain`)."""
+        if keys is None:
+            return None, None
+        typed = domain.typed_keys(keys.types)
+        return typed, typed.this.args["from_"].this
+
+    def finish(self, tree: exp.Expression) -> exp.Expression:
+        """The whole tree, once built (an engine may rewrite forms throughout it)."""
+        return tree
+
+    def mechanism(self, sq: Subquery) -> exp.Expression:
+        """A mechanism's subquery as it is, its own query (``FROM (query) AS __q``,
+        :func:`dpsql.mechanisms.base.raw_select`) printed once per tree: a mechanism keeps the
+        trees it built and hands the same (never changed) tree to every plan that asks for the
+        same subquery, so its text is kept with it (printing a window of order statistics is
+        most of the time of planning a quantile)."""
+        source = sq.select.args.get("from_")
+        inner = source.this if source is not None else None
+        if not (isinstance(inner, exp.Subquery) and inner.alias == build.RAW):
+            return sq.select
+        key = f"sql.{self.dialect}"
+        text = inner.this.meta.get(key)
+        if text is None:
+            text = inner.this.meta[key] = inner.this.sql(dialect=self.dialect)
+        out = exp.Select(expressions=[e.copy() for e in sq.select.expressions])
+        out.set("from_", exp.From(this=exp.Table(this=verbatim(f"({text})"), alias=exp.TableAlias(this=name(build.RAW)))))
+        return out
+
+    # -- text -------------------------------------------------------------------------------------
+
+    def sql(self, tree: exp.Expression) -> str:
+        """The statement's text (the one serialisation of the tree). The tree is the compiler's
+        own, built for this statement: sqlglot need not copy it first (most of the time of
+        printing it)."""
+        return tree.sql(dialect=self.dialect, copy=False)
+
+    def standalone(self, compiled: Compiled, keys: KeyDomain) -> str:
+        """The statement with the domain handed over as data written in as ``VALUES`` (on a
+        copy of the tree: a prepared statement may be shared by threads)."""
+        assert compiled.domain_table is not None
+        tree = compiled.tree.copy()
+        node = next(n for n in tree.find_all(exp.Table) if n.name == compiled.domain_table.name)
+        node.replace(domain.values(zip(*keys.texts), len(keys.types), compiled.domain_table.name))
+        return self.sql(tree)
+
+
+#: compiler classes by target name (:func:`register`)
+COMPILERS: dict[str, type[Compiler]] = {"duckdb": Compiler}
+
+
+def register(target_name: str) -> t.Callable[[type[Compiler]], type[Compiler]]:
+    """Class decorator: the compiler of the target named ``target_name``."""
+
+    def add(cls: type[Compiler]) -> type[Compiler]:
+        COMPILERS[target_name] = cls
+        return cls
+
+    return add
+
+
+def compiler(target: "Target") -> Compiler:
+    """The compiler of ``target`` (by its name; its flags are read from it)."""
+    return COMPILERS.get(target.name, Compiler)(target)
+

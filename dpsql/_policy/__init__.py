@@ -1,0 +1,1 @@
+"""The data owner's settings: policy files, defaults, the engine setting, units, links."""

@@ -1,0 +1,1 @@
+"""DP maths a privacy reviewer audits: noise and exact samplers, sensitivities, the report."""

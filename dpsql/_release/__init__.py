@@ -1,0 +1,1 @@
+"""After the charge: every mechanism's noisy release, thresholds, bounds found privately."""

@@ -1,1 +1,0 @@
-"""Planning, the rewrite into one statistics query, and the release."""

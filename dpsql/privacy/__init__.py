@@ -1,1 +1,0 @@
-"""What a privacy reviewer audits: policy, budget, ledger, noise, sensitivity maths."""
