@@ -131,3 +131,32 @@ def test_no_private_names_across_modules(module: str) -> None:
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in aliases and node.attr.startswith("_") and not node.attr.startswith("__")):
             pytest.fail(f"{module}:{node.lineno} uses private name {node.value.id}.{node.attr}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the public surface: dpsql.__all__ and two extension points; every other package is internal
+
+PUBLIC_PACKAGES = {"mechanisms", "backends", "admin", "interfaces"}
+
+
+def test_every_folder_is_a_layer_and_every_layer_a_folder() -> None:
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert folders == set(LAYERS) - {"errors", "top"}
+    assert (PACKAGE / "errors.py").is_file()
+
+
+def test_packages_other_than_the_public_ones_are_private() -> None:
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert {f for f in folders if not f.startswith("_")} == PUBLIC_PACKAGES
+
+
+def test_the_public_surface_resolves() -> None:
+    import dpsql
+    from dpsql.backends import backend
+
+    assert all(getattr(dpsql, name) is not None for name in dpsql.__all__)
+    assert dpsql.backends.Backend is backend.Backend
+    assert {n: getattr(dpsql.backends, n) for n in dpsql.backends.__all__}
+    assert dpsql.mechanisms.Mechanism is dpsql.mechanisms.base.Mechanism
+    with pytest.raises(AttributeError):
+        dpsql.backends.Missing  # noqa: B018
