@@ -144,6 +144,7 @@ _TEMPLATES: dict[str, str] = {
     "micros": "CASE WHEN TRY_CAST(__a AS HUGEINT) BETWEEN -9223372022400000000 AND 9223372036854775806 THEN __r END",
     "divisor": "CASE WHEN __b <> 0 THEN __r END",
     "fits": "CASE WHEN __f THEN __r END",
+    # a literal fragment with the constant _WIDTH in it, parsed once by _template
     "shift": f"CASE WHEN TRY_CAST(__b AS DOUBLE) >= 0 AND TRY_CAST(__b AS DOUBLE) <= {_WIDTH} "
              "AND COALESCE(TRY_CAST(__a AS DOUBLE) >= 0, true) THEN __r END",
     "leaf": "COALESCE(__a, __b - DATE '1970-01-01', epoch(__c) / 86400.0)",

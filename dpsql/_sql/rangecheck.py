@@ -41,6 +41,8 @@ _CHECKED = ("typeof(__t) IN ('TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEIN
 _INSTANTS = ("typeof(__t) IN ('TIMESTAMP', 'TIMESTAMP WITH TIME ZONE', 'TIMESTAMP_S', 'TIMESTAMP_MS', "
              "'TIMESTAMP_NS', 'INTERVAL')")
 _DAYS = "CASE typeof(__t) WHEN 'TIMESTAMP_NS' THEN 106613 WHEN 'INTERVAL' THEN 106000000 ELSE 106645208 END"
+# A literal fragment made of the constant pieces above (no value of a query enters it), parsed
+# once into _FITS_TEXT.
 _FITS = (f"CASE WHEN {_CHECKED} THEN COALESCE(__a BETWEEN {_LO} AND {_HI}, true) "
          f"WHEN {_INSTANTS} THEN COALESCE(abs(__a) <= {_DAYS}, true) ELSE true END")
 #: How many times :data:`_FITS` prints its value (``__a``) and its typed expression (``__t``).
