@@ -23,6 +23,8 @@ matplotlib.use("Agg")
 #: several seconds each (the statistical audit's quick mode, which ``-m thorough`` repeats with
 #: more trials; the law tests of the exact samplers' decimal paths; killed processes; mypy).
 _SLOW = (
+    "tests/test_q13.py::test_every_unit_neighbour_moves_the_q13_histogram_by_at_most_one",
+    "tests/test_q13.py::test_the_brute_force_catches_a_join_that_mixes_customers",
     "tests/audit/test_audit_mechanisms.py::test_mechanism_keeps_its_promise",
     "tests/audit/test_audit_mechanisms.py::test_negative_control_is_caught",
     "tests/test_bench_smoke.py::",
