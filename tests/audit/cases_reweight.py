@@ -44,9 +44,10 @@ def _per_group_control() -> Pair:
     real = rule.reweight
 
     def per_group(rows, pre):  # noqa: ANN001, ANN202  (the weight from the group's rows only)
-        out = real(rows, pre)
-        for window in out.find_all(exp.Window):
-            window.set("partition_by", [exp.column("__u"), *(exp.column(k) for k in pre.keys)])
+        out = real(rows, pre)  # each (unit, group) its own unit: its rows n_u, one group
+        units = next(c.this for c in out.args["with_"].expressions if c.alias == "__units")
+        units.set("expressions", [exp.Column(this=exp.Star(), table=exp.to_identifier("__per")),
+                                  exp.alias_(exp.column("__c", "__per"), "__nu"), exp.alias_(exp.Literal.number(1), "__ng")])
         return out
 
     rule.reweight = per_group
