@@ -128,3 +128,10 @@ def test_known_types_make_short_checks() -> None:
         integer = unwrapped(sqlglot.parse_one("n * 2 + 1", read="duckdb")).sql("duckdb")
     assert len(decimal) < 300 and "BETWEEN" not in decimal, decimal  # no narrow DECIMAL can overflow
     assert "BETWEEN -2147483648 AND 2147483647" in integer and "TINYINT" not in integer, integer
+
+
+def test_a_catalog_type_sqlglot_cannot_read_keeps_the_general_check() -> None:
+    with leaftypes.columns({"e": "ENUM('a', 'b''c')", "w": "NOT A TYPE"}):
+        for column in ("e", "w"):
+            text = unwrapped(sqlglot.parse_one(f"{column} + 1", read="duckdb")).sql("duckdb")
+            assert "TYPEOF(" in text and "'TINYINT'" in text  # the typeof CASE, not a crash

@@ -21,6 +21,7 @@ import threading
 import typing as t
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 #: Column name (lower case) → DuckDB type, for the query being planned.
 _COLUMNS: contextvars.ContextVar[t.Mapping[str, str] | None] = contextvars.ContextVar("columns", default=None)
@@ -70,7 +71,10 @@ def typed(node: exp.Expression) -> exp.Expression:
             typ = types.get(n.name.lower())
             if typ is None or n.name.startswith("__"):
                 raise _Unknown(n.name)
-            return exp.Cast(this=exp.null(), to=_data_type(typ).copy())
+            try:
+                return exp.Cast(this=exp.null(), to=_data_type(typ).copy())
+            except SqlglotError as err:  # a type sqlglot cannot read (an ENUM's value list...)
+                raise _Unknown(typ) from err
         if isinstance(n, (exp.Query, exp.Subquery, exp.Lambda)):
             raise _Unknown(type(n).__name__)
         return n
@@ -116,7 +120,7 @@ def types_of(nodes: t.Sequence[exp.Expression]) -> list[str] | None:
         return None
     try:  # one statement, printed once (each print sets up a generator)
         sql = exp.select(*[exp.Anonymous(this="typeof", expressions=[typed(n)]) for n in nodes]).sql("duckdb")
-    except (_Unknown, ValueError):
+    except (_Unknown, ValueError, SqlglotError):
         return None
     out = _typeof(sql)
     return list(out) if out is not None else None
