@@ -20,6 +20,7 @@ import pytest
 
 import dpsql
 from dpsql._privacy.noise import SeededNoise
+from dpsql._sql.nonraising import OLDER
 from dpsql.errors import BindError, PrivacyError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +109,9 @@ def test_a_condition_on_the_right_table_alone_keeps_left_join_semantics(tpch, ex
                              "WHERE o_comment NOT LIKE '%special%requests%'").fetchone()[0]
     assert in_where < want
     sql = tpch.prepare(LEFT_ON).sql
-    assert sql.index("NOT LIKE") < sql.index("AS __j1 ON")  # a filter of orders' side, before the join
+    # a filter of orders' side, before the join (before DuckDB 2.0 the LIKE runs on RE2: dpsql._sql.likes)
+    like = "NOT REGEXP_FULL_MATCH" if OLDER else "NOT LIKE"
+    assert sql.index(like) < sql.index("AS __j1 ON")
 
 
 def test_conditions_in_on_that_read_the_left_table_stay_refused(tpch) -> None:

@@ -57,29 +57,42 @@ class _Unknown(Exception):
     pass
 
 
-def typed(node: exp.Expression) -> exp.Expression:
-    """``node`` with each column a NULL of its type (raises :class:`_Unknown` for one without).
+def typed(node: exp.Expression, names: dict[str, str]) -> exp.Expression:
+    """``node`` with each column read from the row of typed NULLs (:func:`types_of` builds it),
+    its name in ``names`` (column → that row's name); raises :class:`_Unknown` for a column
+    whose type is not known.
 
+    >>> names = {}
     >>> with columns({"a": "INTEGER"}):
-    ...     typed(exp.column("a") + 1).sql("duckdb")
-    'CAST(NULL AS INT) + 1'
+    ...     typed(exp.column("a") + 1, names).sql("duckdb"), names
+    ('c0 + 1', {'a': 'c0'})
     """
     types = _COLUMNS.get() or {}
 
     def swap(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.Column):
-            typ = types.get(n.name.lower())
-            if typ is None or n.name.startswith("__"):
+            name = n.name.lower()
+            if types.get(name) is None or n.name.startswith("__"):
                 raise _Unknown(n.name)
-            try:
-                return exp.Cast(this=exp.null(), to=_data_type(typ).copy())
-            except SqlglotError as err:  # a type sqlglot cannot read (an ENUM's value list...)
-                raise _Unknown(typ) from err
+            return exp.column(names.setdefault(name, f"c{len(names)}"))
         if isinstance(n, (exp.Query, exp.Subquery, exp.Lambda)):
             raise _Unknown(type(n).__name__)
         return n
 
     return node.copy().transform(swap, copy=False)
+
+
+def _row(names: dict[str, str]) -> exp.Expression:
+    """One row of NULLs of the columns' types, as a subquery: DuckDB before 2.0 folds arithmetic
+    over NULL constants to a constant of type "NULL", but not over a subquery's columns."""
+    types = _COLUMNS.get() or {}
+    cols = []
+    for name, alias in names.items():
+        try:
+            cols.append(exp.alias_(exp.Cast(this=exp.null(), to=_data_type(types[name]).copy()), alias))
+        except SqlglotError as err:  # a type sqlglot cannot read (an ENUM's value list...)
+            raise _Unknown(types[name]) from err
+    return exp.select(*cols).subquery("__row") if cols else exp.select(exp.Literal.number(1)).subquery("__row")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -118,9 +131,13 @@ def types_of(nodes: t.Sequence[exp.Expression]) -> list[str] | None:
     """
     if not _COLUMNS.get() or not nodes:  # none known (or a target that takes the checks out)
         return None
+    names: dict[str, str] = {}
     try:  # one statement, printed once (each print sets up a generator)
-        sql = exp.select(*[exp.Anonymous(this="typeof", expressions=[typed(n)]) for n in nodes]).sql("duckdb")
+        reads = [exp.Anonymous(this="typeof", expressions=[typed(n, names)]) for n in nodes]
+        sql = exp.select(*reads).from_(_row(names)).sql("duckdb")
     except (_Unknown, ValueError, SqlglotError):
         return None
     out = _typeof(sql)
-    return list(out) if out is not None else None
+    if out is None or any("NULL" in typ for typ in out):  # a type only the data would give
+        return None
+    return list(out)
