@@ -4,9 +4,9 @@ A range check that does not know the type of what it checks has to read it from 
 in a CASE over every integer, decimal and temporal type, which DuckDB folds when it plans, but
 planning that text costs about 3 ms per operation and 1-2 ms per leaf (TPC-H Q1 took four times
 as long). The types are known before the statement exists: the query's columns have catalog
-types. So each expression is typed by DuckDB's binder itself, over typed NULLs in place of the
-columns (``typeof(CAST(NULL AS DECIMAL(15,2)) * (1 - CAST(NULL AS DECIMAL(15,2))))``), in a
-connection of its own that holds no table and reads no file: nothing of the data, nor of the
+types. So each expression is typed by DuckDB's binder itself, over one row of NULL columns of
+those types in place of the table (``SELECT typeof(c0 * (1 - c1)) FROM (SELECT CAST(NULL AS
+DECIMAL(15,2)) AS c0, ...)``), in a connection of its own that holds no table and reads no file: nothing of the data, nor of the
 query's tables, is involved. Where a column's type is not known (a name two tables type
 differently, a column the rewrite made), or DuckDB cannot type the text, the answer is None and
 the check stays the general one.
