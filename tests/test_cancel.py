@@ -24,6 +24,7 @@ import pytest
 
 import dpsql
 from dpsql._privacy.noise import SeededNoise
+from dpsql._query import cancel
 from dpsql.errors import CANCELLED, QueryCancelled
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,20 +60,51 @@ def con() -> t.Iterator[dpsql.Connection]:
     c.close()
 
 
+#: one event per signal sender: set when its test is over, so that no Ctrl-C lands in a later test
+SENDERS: list[threading.Event] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_ctrl_c_outlives_its_test() -> t.Iterator[None]:
+    yield
+    for over in SENDERS:
+        over.set()
+    SENDERS.clear()
+
+
+def _wait_for_the_query(over: threading.Event) -> None:
+    """Wait (at most 10 s) until a query's Ctrl-C handling is in place on the main thread: a
+    loaded machine can stall the main thread before ``con.sql`` is reached, and a Ctrl-C then
+    would be Python's own. Should it never be in place, the Ctrl-C is sent anyway, and fails the
+    test."""
+    deadline = time.monotonic() + 10
+    while not over.is_set() and time.monotonic() < deadline:
+        watcher = cancel._WATCHER
+        if watcher is not None and watcher.active is not None:
+            return
+        time.sleep(0.005)
+
+
 def interrupt_after(delay: float, how: str, con: dpsql.Connection) -> list[float]:
-    """Send Ctrl-C to this process after ``delay`` seconds (``os.kill`` or ``interrupt_main``);
-    the returned list gets the time it was sent. Should the cancellation not work, the query is
-    stopped after 20 s by DuckDB's own interrupt, so that the test fails instead of hanging."""
+    """Send Ctrl-C to this process ``delay`` seconds after the query started (``os.kill`` or
+    ``interrupt_main``); the returned list gets the time it was sent. Should the cancellation not
+    work, the query is stopped after 20 s by DuckDB's own interrupt, so that the test fails
+    instead of hanging. Nothing is sent once the test is over."""
     sent: list[float] = []
+    over = threading.Event()
+    SENDERS.append(over)
 
     def fire() -> None:
-        time.sleep(delay)
+        _wait_for_the_query(over)
+        if over.wait(delay):
+            return
         sent.append(time.monotonic())
         if how == "kill":
             os.kill(os.getpid(), signal.SIGINT)
         else:
             _thread.interrupt_main()
-        time.sleep(20)
+        if over.wait(20):
+            return
         try:
             con.engine.connection.interrupt()
         except Exception:  # noqa: BLE001 - the test is over and its connection closed
