@@ -193,15 +193,40 @@ def _column_types(tree: t.Any, engine: "Backend") -> dict[str, str]:
 
 
 def _canonical(parsed: t.Any) -> str:
-    """The statement without its options, identifiers normalised as DuckDB resolves them."""
-    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+    """The statement without its options, identifiers normalised as DuckDB resolves them (every
+    name lower-cased, quoted or not), printed in one pass over the tree, which is left as it was.
 
-    from dpsql._sql import dialect
+    >>> from dpsql._sql import dialect
+    >>> _canonical(dialect.parse('SELECT DP_COUNT(*) AS "N" FROM People WITH (epsilon = 1)'))
+    'SELECT DP_COUNT(*) AS "n" FROM people'
+    """
+    return _canonical_generator()(dialect=_dialect()).generate(parsed, copy=False)
 
-    copy = parsed.copy()
-    copy.set("options", None)
-    # the copy is this function's own: sqlglot need not copy it again to print it
-    return normalize_identifiers(copy, dialect="duckdb").sql(dialect=dialect.DPSQL, copy=False)
+
+def _dialect() -> t.Any:
+    from dpsql._sql.dialect import DPSQL
+
+    return DPSQL
+
+
+@functools.cache
+def _canonical_generator() -> t.Any:
+    """The printer's class (made once; an instance per statement, as a generator keeps state)."""
+    from sqlglot import exp
+
+    from dpsql._sql.dialect import DPSQL, DPQuery
+
+    class Canonical(DPSQL.Generator):  # type: ignore[name-defined,misc]
+        TRANSFORMS = {**DPSQL.Generator.TRANSFORMS,
+                      DPQuery: lambda self, e: ("EXPLAIN " if e.args.get("explain") else "") + self.sql(e.this)}
+
+        def identifier_sql(self, expression: exp.Identifier) -> str:
+            name = expression.name
+            if name == name.lower():
+                return super().identifier_sql(expression)
+            return super().identifier_sql(exp.Identifier(this=name.lower(), quoted=expression.quoted))
+
+    return Canonical
 
 
 def database_of(query: t.Any, policy: "Policy", engine: "Backend") -> str | None:

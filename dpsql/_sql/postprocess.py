@@ -139,7 +139,8 @@ def build_outer(
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
     replace = _Replacer(index_of, group_exprs, rel, aliases)
     projections, names = _projections(select, replace, {k: labels[i] for k, i in index_of.items() if i < len(labels)})
-    outer = exp.select(*projections).from_(NOISY)
+    # the FROM built as a node: a string would be parsed by sqlglot on every query
+    outer = exp.Select(expressions=projections, from_=exp.From(this=exp.table_(NOISY)))
     if select.args.get("having"):
         outer = outer.where(total(replace(select.args["having"].this, "HAVING")))
     outer = _ordered(outer, select, group_exprs, replace)
