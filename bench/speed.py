@@ -29,6 +29,7 @@ import duckdb  # noqa: E402
 from bench.common import (  # noqa: E402
     CLIP_AGE,
     CLIP_INCOME,
+    EXACT_INCOME,
     POLICY,
     generate,
     interleaved,
@@ -49,20 +50,29 @@ class Case:
     #: the performance target, as (maximum dpsql/floor ratio, wording), if the spec sets one
     target: tuple[float, str] | None = None
     floor_note: str = "clipped statistics, one scan"
+    #: the floor with float sums (a statistic dpsql no longer computes: see EXACT_INCOME), timed
+    #: beside it to show what exact sums cost
+    float_floor: str | None = None
 
 
-MEAN_FLOOR = f"SELECT count(income), sum({CLIP_INCOME}) FROM people"
+MEAN_FLOOR = f"SELECT count(income), sum({EXACT_INCOME}) FROM people"
+MEAN_FLOAT = f"SELECT count(income), sum({CLIP_INCOME}) FROM people"
+EXACT_NOTE = "clipped statistics, one scan, sums exact (fixed point)"
 MEDIAN_AGE = "SELECT median(age) FROM people"
 #: The chunk answers of sample-and-aggregate, written by hand: hash of the row, one GROUP BY.
 SAA_FLOOR = "SELECT hash(people) % 1000 AS chunk, avg(income) FROM people GROUP BY chunk"
 
 
-def _keyed(key: str, keys: str) -> str:
+def _keyed(key: str, keys: str, value: str = EXACT_INCOME) -> str:
     """The floor of a GROUP BY over a public key domain: every key of the table ``keys`` with the
     statistics of its rows (NULL statistics for a key without rows)."""
     return (f"SELECT k.{key}, s.n, s.c, s.t FROM {keys} AS k LEFT JOIN (SELECT {key}, count(*) AS n, "
-            f"count(income) AS c, sum({CLIP_INCOME}) AS t FROM people GROUP BY {key}) AS s "
+            f"count(income) AS c, sum({value}) AS t FROM people GROUP BY {key}) AS s "
             f"ON k.{key} IS NOT DISTINCT FROM s.{key}")
+
+
+def _grouped(key: str, value: str = EXACT_INCOME) -> str:
+    return f"SELECT {key}, count(*), count(income), sum({value}) FROM people GROUP BY {key}"
 
 
 CASES: list[Case] = [
@@ -73,35 +83,38 @@ CASES: list[Case] = [
          (1.10, "DP_SUM ≤ 1.10× floor")),
     Case("mean", "SELECT avg(income) FROM people", MEAN_FLOOR,
          "SELECT DP_MEAN(income) FROM people WITH (epsilon = 1)", "laplace",
-         (1.10, "DP_MEAN ≤ 1.10× floor")),
+         (1.10, "DP_MEAN ≤ 1.10× floor"), EXACT_NOTE, MEAN_FLOAT),
     Case("var", "SELECT var_samp(income) FROM people",
-         f"SELECT count(income), sum({CLIP_INCOME}), sum(({CLIP_INCOME}) * ({CLIP_INCOME})) FROM people",
+         f"SELECT count(v), sum(v), sum(v * v) FROM (SELECT {EXACT_INCOME} AS v FROM people)",
          "SELECT DP_VAR(income) FROM people WITH (epsilon = 1)", "laplace",
-         (1.10, "DP_VAR ≤ 1.10× floor")),
+         (1.10, "DP_VAR ≤ 1.10× floor"), EXACT_NOTE,
+         f"SELECT count(income), sum({CLIP_INCOME}), sum(({CLIP_INCOME}) * ({CLIP_INCOME})) FROM people"),
     # the mean alone: the query the peers answer too
-    Case("group_by_zip_mean", "SELECT zip, avg(income) FROM people GROUP BY zip",
-         f"SELECT zip, count(*), count(income), sum({CLIP_INCOME}) FROM people GROUP BY zip",
-         "SELECT zip, DP_MEAN(income) FROM people GROUP BY zip WITH (epsilon = 1, delta = 1e-6)", "laplace"),
-    Case("group_by_zip_count_mean", "SELECT zip, count(*), avg(income) FROM people GROUP BY zip",
-         f"SELECT zip, count(*), count(income), sum({CLIP_INCOME}) FROM people GROUP BY zip",
+    Case("group_by_zip_mean", "SELECT zip, avg(income) FROM people GROUP BY zip", _grouped("zip"),
+         "SELECT zip, DP_MEAN(income) FROM people GROUP BY zip WITH (epsilon = 1, delta = 1e-6)", "laplace",
+         None, EXACT_NOTE, _grouped("zip", CLIP_INCOME)),
+    Case("group_by_zip_count_mean", "SELECT zip, count(*), avg(income) FROM people GROUP BY zip", _grouped("zip"),
          "SELECT zip, DP_COUNT(*), DP_MEAN(income) FROM people GROUP BY zip WITH (epsilon = 1, delta = 1e-6)",
-         "laplace", (1.15, "GROUP BY of 1,000 keys (τ-selected) ≤ 1.15× floor")),
-    Case("group_by_cell_mean", "SELECT cell, count(*), avg(income) FROM people GROUP BY cell",
-         f"SELECT cell, count(*), count(income), sum({CLIP_INCOME}) FROM people GROUP BY cell",
+         "laplace", (1.15, "GROUP BY of 1,000 keys (τ-selected) ≤ 1.15× floor"), EXACT_NOTE,
+         _grouped("zip", CLIP_INCOME)),
+    Case("group_by_cell_mean", "SELECT cell, count(*), avg(income) FROM people GROUP BY cell", _grouped("cell"),
          "SELECT cell, DP_COUNT(*), DP_MEAN(income) FROM people GROUP BY cell WITH (epsilon = 1, delta = 1e-6)",
-         "laplace", (1.15, "GROUP BY of 100,000 keys (τ-selected) ≤ 1.15× floor")),
+         "laplace", (1.15, "GROUP BY of 100,000 keys (τ-selected) ≤ 1.15× floor"), EXACT_NOTE,
+         _grouped("cell", CLIP_INCOME)),
     # Public key domains: the floor computes the same statistics by hand, the key table left-
     # joined to the grouped statistics, as an author who has the domain as a table would.
     Case("group_by_zip_public_keys", "SELECT zip, count(*), avg(income) FROM people GROUP BY zip",
          _keyed("zip", "zip_keys"),
          "SELECT zip, DP_COUNT(*), DP_MEAN(income) FROM people_keyed GROUP BY zip WITH (epsilon = 1)",
          "laplace", (1.15, "GROUP BY of 1,000 public keys ≤ 1.15× floor"),
-         "clipped statistics, one scan, left-joined to the key table"),
+         "clipped statistics, one scan, sums exact (fixed point), left-joined to the key table",
+         _keyed("zip", "zip_keys", CLIP_INCOME)),
     Case("group_by_cell_public_keys", "SELECT cell, count(*), avg(income) FROM people GROUP BY cell",
          _keyed("cell", "cell_keys"),
          "SELECT cell, DP_COUNT(*), DP_MEAN(income) FROM people_keyed GROUP BY cell WITH (epsilon = 1)",
          "laplace", (1.15, "GROUP BY of 100,000 public keys ≤ 1.15× floor"),
-         "clipped statistics, one scan, left-joined to the key table"),
+         "clipped statistics, one scan, sums exact (fixed point), left-joined to the key table",
+         _keyed("cell", "cell_keys", CLIP_INCOME)),
     Case("median_exponential", MEDIAN_AGE, MEDIAN_AGE,
          "SELECT DP_MEDIAN(age) FROM people WITH (epsilon = 1)", "exponential",
          (0.3, "exponential DP_MEDIAN, 101 values ≤ 0.3× DuckDB median()"), "DuckDB's exact median()"),
@@ -121,10 +134,10 @@ CASES: list[Case] = [
          "DuckDB's exact grouped median()"),
     Case("mean_smooth", "SELECT avg(income) FROM people", MEAN_FLOOR,
          "SELECT DP_MEAN(income) FROM people WITH (mechanism = 'smooth', epsilon = 1, delta = 1e-6)", "smooth",
-         (1.25, "smooth DP_MEAN ≤ 1.25× floor")),
+         (1.25, "smooth DP_MEAN ≤ 1.25× floor"), EXACT_NOTE, MEAN_FLOAT),
     Case("mean_ptr", "SELECT avg(income) FROM people", MEAN_FLOOR,
          "SELECT DP_MEAN(income) FROM people WITH (mechanism = 'ptr', bound = 1, epsilon = 1, delta = 1e-6)", "ptr",
-         (1.25, "PTR DP_MEAN ≤ 1.25× floor")),
+         (1.25, "PTR DP_MEAN ≤ 1.25× floor"), EXACT_NOTE, MEAN_FLOAT),
     Case("saa_mean_1000", "SELECT avg(income) FROM people", SAA_FLOOR,
          "SELECT DP_MEAN(income) FROM people WITH (mechanism = 'saa', chunks = 1000, epsilon = 1)", "saa",
          (1.25, "SAA, 1,000 chunks ≤ 1.25× chunked GROUP BY"), "chunked GROUP BY (hash of the row % 1000)"),
@@ -207,6 +220,8 @@ def run_speed(rows: int, repeat: int = 5, only: t.Sequence[str] | None = None,
             "floor": lambda c=case: raw.execute(c.floor).fetchall(),
             "dpsql": lambda c=case: con.sql(c.dp).fetchall(),
         }
+        if case.float_floor:
+            fns["float floor"] = lambda c=case: raw.execute(c.float_floor).fetchall()
         times = interleaved(fns, repeat)
         if repeat < FAST_ROUNDS and sum(statistics.median(v) for v in times.values()) < FAST_ROUND_S:
             for name, more in interleaved(fns, FAST_ROUNDS - repeat, warmup=0).items():
@@ -222,12 +237,17 @@ def run_speed(rows: int, repeat: int = 5, only: t.Sequence[str] | None = None,
             "target_text": case.target[1] if case.target else None,
             "floor_note": case.floor_note,
         }
+        if case.float_floor:
+            row["float_floor_s"] = med["float floor"]
+            row["dp_over_float_floor"] = paired_ratio(times["dpsql"], times["float floor"])
         per = release_ms_per_1000(con, case.dp)
         if per is not None:
             row["release_ms_per_1000_groups"], row["groups"] = per
         results.append(row)
         log(f"{case.name:<26} {med['plain']:9.4f} {med['floor']:9.4f} {med['dpsql']:9.4f} "
-            f"{row['dp_over_floor']:9.2f} {row['dp_over_plain']:9.2f} {row['plan_ms']:8.2f}")
+            f"{row['dp_over_floor']:9.2f} {row['dp_over_plain']:9.2f} {row['plan_ms']:8.2f}"
+            + (f"   (float-sum floor {row['float_floor_s']:.4f} s: dp/float floor {row['dp_over_float_floor']:.2f})"
+               if case.float_floor else ""))
     peak = peak_mib()
     log(f"peak resident memory: {peak:.0f} MiB")
     con.close()
