@@ -194,13 +194,15 @@ def _column_types(tree: t.Any, engine: "Backend") -> dict[str, str]:
 
 def _canonical(parsed: t.Any) -> str:
     """The statement without its options, identifiers normalised as DuckDB resolves them (every
-    name lower-cased, quoted or not), printed in one pass over the tree, which is left as it was.
+    name lower-cased, quoted or not), printed in one pass over a copy of the tree (printing may
+    change the tree it prints: DuckDB's generator rewrites some forms, such as an UNNEST's WITH
+    ORDINALITY, in place, and the binder must still see them).
 
     >>> from dpsql._sql import dialect
     >>> _canonical(dialect.parse('SELECT DP_COUNT(*) AS "N" FROM People WITH (epsilon = 1)'))
     'SELECT DP_COUNT(*) AS "n" FROM people'
     """
-    return _canonical_generator()(dialect=_dialect()).generate(parsed, copy=False)
+    return _canonical_generator()(dialect=_dialect()).generate(parsed, copy=True)
 
 
 def _dialect() -> t.Any:
