@@ -17,6 +17,7 @@ import pytest
 
 import dpsql
 import dpsql._sql.links
+import dpsql._sql.scope
 from dpsql._policy.policy import policy_from_dict
 from dpsql.admin.bruteforce_links import ORPHAN, attribute, unit_neighbours
 from dpsql.errors import BindError, PolicyError, PrivacyError
@@ -283,21 +284,35 @@ def test_the_oracle_attributes_the_fixture_as_the_docs_say() -> None:
     assert sorted(u for u, _ in unit_neighbours(as_dicts(DATA), UNITS, LINKS)) == [1, 2, 3, 4, 9]
 
 
-def _ungrouped(table: t.Any, key: t.Any, below: t.Any) -> t.Any:
-    """The negative control's link target: every row of the target, not one row per key."""
+def _multiplying(tp: t.Any, table: t.Any, policy: t.Any, catalog: t.Any, database: t.Any, alias: t.Any,
+                 base: str) -> t.Any:
+    """The negative control's linked table: its rows joined to every target row of their key
+    (each with that row's unit), not given the one smallest unit of the key."""
     from sqlglot import exp
 
-    out = exp.select(exp.alias_(key, dpsql._sql.links.KEY), exp.alias_(below.unit, dpsql._sql.links.UNIT)).from_(table)
-    for w in below.where:
-        out = out.where(w)
-    return out
+    links = dpsql._sql.links
+    source, found = links.linked_source(tp, table, policy, catalog, database, alias, base)
+    rows = source.this
+    lookup = rows.expressions[1].find(exp.Select)  # (SELECT MIN(unit) FROM target ... WHERE ... AND key = value)
+    conditions = list(lookup.args["where"].this.flatten())
+    match = conditions.pop()  # key = value: the last condition
+    target = exp.select(exp.alias_(match.this.copy(), "__k"), exp.alias_(lookup.expressions[0].this.copy(), "__u"))
+    target = target.from_(lookup.args["from_"].this.copy())
+    for c in conditions:
+        target = target.where(c.copy())
+    joined = exp.select(rows.expressions[0].copy(), exp.alias_(exp.column("__u", table="__m"), links.ROW_UNIT))
+    joined = joined.from_(rows.args["from_"].this.copy()).join(
+        exp.Subquery(this=target, alias=exp.TableAlias(this=exp.to_identifier("__m"))),
+        on=exp.EQ(this=exp.column("__k", table="__m"), expression=match.expression.copy()))
+    return exp.Subquery(this=joined), found
 
 
 def test_negative_control_a_link_join_that_multiplies_rows_breaks_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql._sql.links, "target_by_key", _ungrouped)
+    monkeypatch.setattr(dpsql._sql.scope, "linked_source", _multiplying)
     con = connect(orders=2, lineitem=3)
     prepared = con.prepare(BRUTE["count and sum"])
     con.close()
+    assert ") AS __m ON" in prepared.rewritten.sql and "MIN(" not in prepared.rewritten.sql  # the control runs
     # order key 7 held by ten customers, three line items on it: the smallest customer's rows,
     # read ten times over, as ten customers' rows
     data = {"customer": [], "orders": [(7, c, 1.0, "F") for c in range(1, 11)],

@@ -414,11 +414,12 @@ LINKED_UNIT = "__lu"
 def _private_side(right: Relation, table: exp.Table, linked: bool) -> exp.Subquery:
     """The joined private table's rows after its WHEREs; with links, with its unit ``__lu``
     (its link joins inside: they reach the unit and never multiply a row)."""
-    side = exp.select(exp.Star()).from_(exp.alias_(table, BASE, table=True))
+    rows = right.source.copy() if right.source is not None else table  # a linked table's derived rows
+    side = exp.select(exp.Star()).from_(exp.alias_(rows, BASE, table=True))
     if linked:
         assert right.unit is not None
         side = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(BASE)),
-                          exp.alias_(total(right.unit), LINKED_UNIT)).from_(exp.alias_(table, BASE, table=True))
+                          exp.alias_(total(right.unit), LINKED_UNIT)).from_(exp.alias_(rows, BASE, table=True))
         for join in right.joins:
             side = side.join(join)
     for w in right.where:

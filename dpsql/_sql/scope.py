@@ -26,8 +26,8 @@ from dpsql._policy.policy import Policy, TablePolicy
 from dpsql._sql.aliaslist import apply_alias_list, renamed
 from dpsql._sql.build import BASE, RESERVED_PREFIX
 from dpsql._sql.insubquery import public_in
-from dpsql._sql.joins import JoinContext, flat_map, resolve_from
-from dpsql._sql.links import link_unit
+from dpsql._sql.joins import JoinContext, flat_map, qualified, resolve_from
+from dpsql._sql.links import link_unit, linked_source, reads_unit
 from dpsql._sql.relation import Relation
 from dpsql._sql.suggest import did_you_mean
 from dpsql._sql.unitcount import clipped_counts, rows_bound
@@ -203,16 +203,21 @@ def resolve_chain(
 
 def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | None,
             jc: JoinContext | None) -> Relation:
-    """A linked table's rows with their unit: the joins up its links (:mod:`dpsql._sql.links`)."""
+    """A linked table's rows with their unit (:mod:`dpsql._sql.links`): the link column, or the
+    unit read from the link's target once per row, in a derived table that stands for the table."""
     counter = jc if jc is not None else JoinContext(None)  # type: ignore[arg-type]
-    found = link_unit(rel.table, BASE, policy, catalog, database, lambda: counter.alias("l"))
+    if reads_unit(rel.table, policy):  # a link to the unit column itself reads no other table
+        found = link_unit(rel.table, BASE, policy, catalog, database, lambda: counter.alias("l"))
+    else:
+        rel.source, found = linked_source(rel.table, qualified(rel.table, database), policy, catalog, database,
+                                          lambda: counter.alias("l"), BASE)
+        # The row hash stays HASH(__t): the derived table adds only the unit, a function of the
+        # row and the policy's link, which the truncation partitions by already.
+        rel.joined = True  # the unit is another table's: like the join it stands for, it drops orphans
     rel.unit = found.unit
-    rel.joins = list(found.joins)
+    rel.joins = []
     rel.where = list(found.where)
-    # The row hash stays HASH(__t): the link joins add only (key, unit), a function of the row
-    # and the policy's link, which the truncation partitions by already.
     rel.steps = list(found.steps)
-    rel.joined = bool(found.joins)  # a link to the unit column itself joins nothing
     return rel
 
 
