@@ -212,6 +212,8 @@ def test_an_unknown_target_table_in_the_database_is_a_bind_error() -> None:
 BRUTE = {
     "count and sum": "SELECT DP_COUNT(*), DP_SUM(l_quantity) FROM lineitem WITH (epsilon = 1)",
     "mean, filtered": "SELECT DP_MEAN(l_quantity) FROM lineitem WHERE l_returnflag <> 'N' WITH (epsilon = 1)",
+    "sum, selective": "SELECT DP_SUM(l_quantity) FROM lineitem WHERE l_returnflag IN ('A', 'N', 'R') "
+                      "WITH (epsilon = 1)",
     "grouped": "SELECT l_returnflag, DP_COUNT(*), DP_SUM(l_quantity) FROM lineitem GROUP BY l_returnflag "
                "WITH (epsilon = 1, keys = ['A', 'N', 'R'])",
     "grouped, g = 2": "SELECT l_returnflag, DP_COUNT(*) FROM lineitem GROUP BY l_returnflag "
@@ -266,15 +268,33 @@ def _check(prepared: t.Any, datasets: list[dict]) -> tuple[float, list[str]]:
     return worst, problems
 
 
+@pytest.mark.parametrize("form", ["correlated", "grouped"])
 @pytest.mark.parametrize("case", sorted(BRUTE))
-def test_one_customer_moves_each_released_part_at_most_its_sensitivity(case: str) -> None:
+def test_one_customer_moves_each_released_part_at_most_its_sensitivity(case: str, form: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both forms a linked table reads its unit by (dpsql._sql.links): each is exact on its own."""
+    monkeypatch.setattr(dpsql._sql.links, "LINK_FORM", form)
     con = connect(orders=2, lineitem=3)
     prepared = con.prepare(BRUTE[case])
     con.close()
+    if "lineitem" in BRUTE[case]:  # the form asked for is the one run
+        assert ("AS __ru" in prepared.rewritten.sql) == (form == "correlated"), prepared.rewritten.sql
     rng = random.Random(len(case))
     worst, problems = _check(prepared, [DATA, *(random_data(rng) for _ in range(12))])
     assert not problems, problems[:3]
     assert worst >= 0.5, worst  # the neighbours come near the bound: the check can fail
+
+
+@pytest.mark.parametrize("where,form", [("", "grouped"), ("WHERE l_quantity > 1", "grouped"),
+                                         ("WHERE l_returnflag = 'A'", "correlated"),
+                                         ("WHERE l_quantity > 1 AND l_quantity < 9", "correlated")])
+def test_a_selective_where_reads_the_unit_per_row_and_others_join_the_grouped_target(where: str, form: str) -> None:
+    con = connect(orders=2, lineitem=3)
+    sql = con.prepare(f"SELECT DP_COUNT(*) FROM lineitem {where} WITH (epsilon = 1)").rewritten.sql
+    inner = con.prepare(f"SELECT DP_COUNT(*) FROM (SELECT * FROM lineitem) {where} WITH (epsilon = 1)").rewritten.sql
+    con.close()
+    assert ("AS __ru" in sql) == ("AS __ru" in inner) == (form == "correlated")
+    assert ("GROUP BY" in sql.split("AS __rows_in")[0]) == (form == "grouped")
 
 
 def test_the_oracle_attributes_the_fixture_as_the_docs_say() -> None:
@@ -307,12 +327,28 @@ def _multiplying(tp: t.Any, table: t.Any, policy: t.Any, catalog: t.Any, databas
     return exp.Subquery(this=joined), found
 
 
-def test_negative_control_a_link_join_that_multiplies_rows_breaks_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql._sql.scope, "linked_source", _multiplying)
+def _ungrouped(table: t.Any, key: t.Any, below: t.Any) -> t.Any:
+    """The negative control's grouped link target: every row of the target, not one row per key."""
+    from sqlglot import exp
+
+    out = exp.select(exp.alias_(key, dpsql._sql.links.KEY), exp.alias_(below.unit, dpsql._sql.links.UNIT)).from_(table)
+    for w in below.where:
+        out = out.where(w)
+    return out
+
+
+@pytest.mark.parametrize("form", ["correlated", "grouped"])
+def test_negative_control_a_link_join_that_multiplies_rows_breaks_the_bound(form: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dpsql._sql.links, "LINK_FORM", form)
+    if form == "correlated":
+        monkeypatch.setattr(dpsql._sql.scope, "linked_source", _multiplying)
+    else:
+        monkeypatch.setattr(dpsql._sql.links, "target_by_key", _ungrouped)
     con = connect(orders=2, lineitem=3)
     prepared = con.prepare(BRUTE["count and sum"])
     con.close()
-    assert ") AS __m ON" in prepared.rewritten.sql and "MIN(" not in prepared.rewritten.sql  # the control runs
+    assert "MIN(" not in prepared.rewritten.sql  # the control's form is the one run
     # order key 7 held by ten customers, three line items on it: the smallest customer's rows,
     # read ten times over, as ten customers' rows
     data = {"customer": [], "orders": [(7, c, 1.0, "F") for c in range(1, 11)],

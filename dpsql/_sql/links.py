@@ -43,6 +43,9 @@ Catalog = t.Callable[[str], "dict[str, str] | None"]
 KEY, UNIT = "__k", "__u"
 #: the alias of a linked table's rows inside :func:`linked_source`, and the column of their unit
 LINK_ROW, ROW_UNIT = "__lr", "__ru"
+#: which form a linked table in a FROM reads its unit by: "auto" (:func:`selective`),
+#: "correlated" or "grouped" (tests set the latter two, to check both forms)
+LINK_FORM = "auto"
 
 
 @dataclass
@@ -148,6 +151,49 @@ def target_by_key(table: exp.Expression, key: exp.Column, below: LinkUnit) -> ex
     for w in below.where:
         out = out.where(w)
     return out.group_by(key.copy())
+
+
+def selective(where: exp.Expression | None) -> bool:
+    """Whether a WHERE looks selective from its text alone: one of its AND terms is an equality
+    with a constant, an IN list or a BETWEEN, or two terms bound one column from both sides.
+    A linked table under such a WHERE reads its unit per row (few rows pass, so few keys are
+    looked up); otherwise the target grouped by its key is joined (most rows pass, and the
+    target has fewer rows than the table that links to it). Both forms are exact; the choice
+    depends on the query only, and only the time it takes depends on it.
+
+    >>> from sqlglot import parse_one
+    >>> [selective(parse_one(f"SELECT 1 WHERE {w}").args["where"]) for w in
+    ...  ("d >= 1 AND d < 9 AND q < 24", "d <= 9", "c = 'A'", "c IN (1, 2)", "x BETWEEN 1 AND 2", "a < 1 OR a > 2")]
+    [True, False, True, True, True, False]
+    """
+    if where is None:
+        return False
+    below: set[str] = set()
+    above: set[str] = set()
+    node = (where.this if isinstance(where, exp.Where) else where).unnest()
+    for term in node.flatten() if isinstance(node, exp.And) else [node]:
+        term = term.unnest()
+        column, constant = _sides(term)
+        if column is None or not constant:
+            continue
+        if isinstance(term, (exp.EQ, exp.In, exp.Between)):
+            return True
+        flipped = term.this is not column  # ``1 < x``: x is bounded from below
+        lower = isinstance(term, (exp.GT, exp.GTE)) != flipped
+        if isinstance(term, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
+            (above if lower else below).add(column.sql())
+    return bool(below & above)
+
+
+def _sides(term: exp.Expression) -> tuple[exp.Column | None, bool]:
+    """The column a comparison term compares, and whether the rest of it is constant."""
+    parts = [term.this, *(term.expressions if isinstance(term, exp.In) else [term.args.get("expression")]),
+             term.args.get("low"), term.args.get("high")]
+    parts = [p for p in parts if p is not None]
+    columns = [p for p in parts if isinstance(p, exp.Column)]
+    if len(columns) != 1 or isinstance(term, exp.In) and term.args.get("query") is not None:
+        return None, False
+    return columns[0], all(p is columns[0] or not any(p.find_all(exp.Column)) for p in parts)
 
 
 def _correlated(table: exp.Expression, key: exp.Column, value: exp.Expression, below: LinkUnit) -> exp.Subquery:

@@ -37,6 +37,9 @@ class JoinContext:
     database: str | None = None
     #: the next number of a reserved join or flat-map alias (``__j1``, ``__f1``, ...)
     counter: list[int] = field(default_factory=lambda: [0])
+    #: a WHERE of the SELECT being resolved, or of one around it, looks selective
+    #: (:func:`dpsql._sql.links.selective`): a linked table then reads its unit per row
+    selective: bool = False
 
     def alias(self, prefix: str) -> str:
         self.counter[0] += 1

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql._policy.policy import Policy, TablePolicy
+from dpsql._sql import links
 from dpsql._sql.aliaslist import apply_alias_list, renamed
 from dpsql._sql.build import BASE, RESERVED_PREFIX
 from dpsql._sql.insubquery import public_in
 from dpsql._sql.joins import JoinContext, flat_map, qualified, resolve_from
-from dpsql._sql.links import link_unit, linked_source, reads_unit
+from dpsql._sql.links import link_unit, linked_source, reads_unit, selective
 from dpsql._sql.relation import Relation
 from dpsql._sql.suggest import did_you_mean
 from dpsql._sql.unitcount import clipped_counts, rows_bound
@@ -203,19 +204,22 @@ def resolve_chain(
 
 def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | None,
             jc: JoinContext | None) -> Relation:
-    """A linked table's rows with their unit (:mod:`dpsql._sql.links`): the link column, or the
-    unit read from the link's target once per row, in a derived table that stands for the table."""
+    """A linked table's rows with their unit (:mod:`dpsql._sql.links`): the link column; or the
+    unit read from the link's target, once per row in a derived table that stands for the table
+    under a selective WHERE, else by a join to the target grouped by its key."""
     counter = jc if jc is not None else JoinContext(None)  # type: ignore[arg-type]
-    if reads_unit(rel.table, policy):  # a link to the unit column itself reads no other table
+    form = links.LINK_FORM if links.LINK_FORM != "auto" else "correlated" if counter.selective else "grouped"
+    if reads_unit(rel.table, policy) or form == "grouped":
         found = link_unit(rel.table, BASE, policy, catalog, database, lambda: counter.alias("l"))
+        rel.joined = bool(found.joins)  # a link to the unit column itself joins nothing
     else:
         rel.source, found = linked_source(rel.table, qualified(rel.table, database), policy, catalog, database,
                                           lambda: counter.alias("l"), BASE)
-        # The row hash stays HASH(__t): the derived table adds only the unit, a function of the
-        # row and the policy's link, which the truncation partitions by already.
         rel.joined = True  # the unit is another table's: like the join it stands for, it drops orphans
+    # The row hash stays HASH(__t): a link adds only the key and the unit, a function of the row
+    # and the policy's link, which the truncation partitions by already.
     rel.unit = found.unit
-    rel.joins = []
+    rel.joins = list(found.joins)
     rel.where = list(found.where)
     rel.steps = list(found.steps)
     return rel
@@ -224,9 +228,16 @@ def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | Non
 def resolve_select_from(query: exp.Select, env: Env, policy: Policy, catalog: Catalog, depth: int = 0,
                         database: str | None = None, jc: JoinContext | None = None) -> Relation:
     """The FROM clause of ``query`` (its FROM item and JOINs) as one :class:`Relation`."""
-    return resolve_from(
-        query, lambda item: resolve_chain(item, env, policy, catalog, depth, database, jc),
-        lambda table: _declared(table, policy, catalog), catalog, jc)
+    outer = jc.selective if jc is not None else False
+    if jc is not None:  # the linked tables of this FROM read their unit by the form its WHERE suits
+        jc.selective = outer or selective(query.args.get("where"))
+    try:
+        return resolve_from(
+            query, lambda item: resolve_chain(item, env, policy, catalog, depth, database, jc),
+            lambda table: _declared(table, policy, catalog), catalog, jc)
+    finally:
+        if jc is not None:
+            jc.selective = outer
 
 
 def _alias(item: exp.Expression) -> str | None:
