@@ -207,6 +207,15 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return out
 
 
+def _filter(term: exp.Expression) -> exp.Expression:
+    """A WHERE term as the statement filters by it: bare where it cannot raise (so that DuckDB
+    filters in its scan: :mod:`dpsql._sql.bareterms`), else made total."""
+    from dpsql._sql import bareterms, leaftypes
+
+    found = bareterms.bare(term, leaftypes.known())
+    return found if found is not None else total(term)
+
+
 def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
     """``__src``: only what the statistics need, under reserved names (no user name reaches it)."""
     bound, units = plan.bound, plan.units
@@ -226,7 +235,7 @@ def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
     assert bound.relation is not None
     return Source(
         relation=Relation(bound.relation, tuple(bound.joins), bound.from_sql),
-        where=tuple(total(c) for w in bound.where for c in _conjuncts(w)),
+        where=tuple(_filter(c) for w in bound.where for c in _conjuncts(w)),
         keys=tuple(Column(k, total(g)) for k, g in zip(keys, bound.group_by)),
         values=tuple(values),
         unit=total(bound.unit) if by_id and bound.unit is not None else None,

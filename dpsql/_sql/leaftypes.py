@@ -38,6 +38,11 @@ def columns(types: t.Mapping[str, str]) -> t.Iterator[None]:
         _COLUMNS.reset(token)
 
 
+def known() -> t.Mapping[str, str] | None:
+    """The column types of the query being planned (None: not known, as on Spark)."""
+    return _COLUMNS.get()
+
+
 def merged(tables: t.Iterable[t.Mapping[str, str] | None]) -> dict[str, str]:
     """One name → type map from several tables' columns; a name typed differently is left out.
 
