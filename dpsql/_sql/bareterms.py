@@ -61,6 +61,8 @@ def bare(term: exp.Expression, types: t.Mapping[str, str] | None) -> exp.Express
     ('CAST(24 AS DECIMAL(15, 2)) > q', 'n IN (CAST(1 AS INT), CAST(-2 AS INT))', "s <> 'x'", 'NOT q IS NULL')
     >>> show("q < 0.051"), show("n < 1.5"), show("n < 3000000000"), show("s = 1"), show("q < n"), show("z = 1")
     (None, None, None, None, None, None)
+    >>> bare(parse_one("__f1.__e = 5"), {"__e": "INTEGER"}) is None
+    True
     """
     if not types:
         return None
@@ -78,7 +80,10 @@ def bare(term: exp.Expression, types: t.Mapping[str, str] | None) -> exp.Express
     columns = [s for s in sides if isinstance(s, exp.Column)]
     if len(columns) != 1 or any(s is None for s in sides):
         return None
-    dtype = types.get(columns[0].name.lower())
+    name = columns[0].name.lower()
+    # a reserved name is one the rewrite made (a flat map's element ``__f1.__e``): never a
+    # catalog column, whatever a table's own column of that name is typed
+    dtype = types.get(name) if not name.startswith("__") else None
     if dtype is None:
         return None
     out = term.copy()
