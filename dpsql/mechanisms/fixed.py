@@ -45,6 +45,8 @@ is added on the release grid to the exact value, never to a double near it.
 
 from __future__ import annotations
 
+import functools
+
 import math
 import typing as t
 from dataclasses import dataclass
@@ -85,6 +87,7 @@ class FixedPoint:
     integer: bool = False
 
     @classmethod
+    @functools.lru_cache(maxsize=1024)  # a pure function of the bounds; planned on every query
     def values(cls, lower: float, upper: float, whole: bool) -> "FixedPoint":
         """The grid of a plain sum of values in [lower, upper] (``whole``: the clipped values are
         integers, summed as they are)."""
@@ -96,6 +99,7 @@ class FixedPoint:
         return cls(g, round(lo * scale), round(hi * scale))
 
     @classmethod
+    @functools.lru_cache(maxsize=1024)  # a pure function of the bounds; planned on every query
     def centred(cls, lower: float, upper: float) -> "FixedPoint":
         """The grid of the values in [lower, upper] less their centre (a mean, a variance)."""
         lo, hi = Fraction(lower), Fraction(upper)
