@@ -21,6 +21,7 @@ import dpsql._sql.scope
 from dpsql._policy.policy import policy_from_dict
 from dpsql.admin.bruteforce_links import ORPHAN, attribute, unit_neighbours
 from dpsql.errors import BindError, PolicyError, PrivacyError
+from tests.audit.cases_links import multiplying_source
 from tests.links_fixture import DATA, LINKS, UNITS, as_dicts, as_rows, connect, policy, released
 
 # -- the policy ----------------------------------------------------------------------------------
@@ -304,29 +305,6 @@ def test_the_oracle_attributes_the_fixture_as_the_docs_say() -> None:
     assert sorted(u for u, _ in unit_neighbours(as_dicts(DATA), UNITS, LINKS)) == [1, 2, 3, 4, 9]
 
 
-def _multiplying(tp: t.Any, table: t.Any, policy: t.Any, catalog: t.Any, database: t.Any, alias: t.Any,
-                 base: str) -> t.Any:
-    """The negative control's linked table: its rows joined to every target row of their key
-    (each with that row's unit), not given the one smallest unit of the key."""
-    from sqlglot import exp
-
-    links = dpsql._sql.links
-    source, found = links.linked_source(tp, table, policy, catalog, database, alias, base)
-    rows = source.this
-    lookup = rows.expressions[1].find(exp.Select)  # (SELECT MIN(unit) FROM target ... WHERE ... AND key = value)
-    conditions = list(lookup.args["where"].this.flatten())
-    match = conditions.pop()  # key = value: the last condition
-    target = exp.select(exp.alias_(match.this.copy(), "__k"), exp.alias_(lookup.expressions[0].this.copy(), "__u"))
-    target = target.from_(lookup.args["from_"].this.copy())
-    for c in conditions:
-        target = target.where(c.copy())
-    joined = exp.select(rows.expressions[0].copy(), exp.alias_(exp.column("__u", table="__m"), links.ROW_UNIT))
-    joined = joined.from_(rows.args["from_"].this.copy()).join(
-        exp.Subquery(this=target, alias=exp.TableAlias(this=exp.to_identifier("__m"))),
-        on=exp.EQ(this=exp.column("__k", table="__m"), expression=match.expression.copy()))
-    return exp.Subquery(this=joined), found
-
-
 def _ungrouped(table: t.Any, key: t.Any, below: t.Any) -> t.Any:
     """The negative control's grouped link target: every row of the target, not one row per key."""
     from sqlglot import exp
@@ -342,7 +320,7 @@ def test_negative_control_a_link_join_that_multiplies_rows_breaks_the_bound(form
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql._sql.links, "LINK_FORM", form)
     if form == "correlated":
-        monkeypatch.setattr(dpsql._sql.scope, "linked_source", _multiplying)
+        monkeypatch.setattr(dpsql._sql.scope, "linked_source", multiplying_source)
     else:
         monkeypatch.setattr(dpsql._sql.links, "target_by_key", _ungrouped)
     con = connect(orders=2, lineitem=3)
