@@ -31,6 +31,7 @@ from dpsql.admin import bruteforce
 from . import found_bounds
 from .cases_float import FLOAT_CASES, FLOAT_CONTROLS
 from .cases_links import LINK_CASES, LINK_CONTROLS
+from .cases_q13 import Q13_CASES
 from .cases_reweight import REWEIGHT_CASES, REWEIGHT_CONTROLS
 from .cases_semijoin import SEMIJOIN_CASES, SEMIJOIN_CONTROLS
 from .harness import (
@@ -821,5 +822,5 @@ CONTROLS += found_bounds.controls()
 
 
 # --- sums with bounds far from zero relative to their width (tests/audit/cases_float.py) --------
-CASES += FLOAT_CASES + SEMIJOIN_CASES + LINK_CASES + REWEIGHT_CASES
+CASES += FLOAT_CASES + SEMIJOIN_CASES + LINK_CASES + REWEIGHT_CASES + Q13_CASES
 CONTROLS += FLOAT_CONTROLS + SEMIJOIN_CONTROLS + LINK_CONTROLS + REWEIGHT_CONTROLS
