@@ -46,7 +46,6 @@ is added on the release grid to the exact value, never to a double near it.
 from __future__ import annotations
 
 import functools
-
 import math
 import typing as t
 from dataclasses import dataclass
