@@ -412,11 +412,10 @@ LINKED_UNIT = "__lu"
 
 
 def _private_side(right: Relation, table: exp.Table, linked: bool) -> exp.Subquery:
-    """The joined private table's rows after its WHEREs; with links, with its unit ``__lu``
-    (its link joins inside: they reach the unit and never multiply a row)."""
+    """The joined private table's rows after its WHEREs; with links, with its unit ``__lu``."""
     rows = right.source.copy() if right.source is not None else table  # a linked table's derived rows
     side = exp.select(exp.Star()).from_(exp.alias_(rows, BASE, table=True))
-    if linked:
+    if linked:  # with its unit, the joins that reach it inside
         assert right.unit is not None
         side = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(BASE)),
                           exp.alias_(total(right.unit), LINKED_UNIT)).from_(exp.alias_(rows, BASE, table=True))

@@ -204,9 +204,8 @@ def resolve_chain(
 
 def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | None,
             jc: JoinContext | None) -> Relation:
-    """A linked table's rows with their unit (:mod:`dpsql._sql.links`): the link column; or the
-    unit read from the link's target, once per row in a derived table that stands for the table
-    under a selective WHERE, else by a join to the target grouped by its key."""
+    """A linked table's rows with their unit (:mod:`dpsql._sql.links`): the link column, or the
+    target's unit, per row under a selective WHERE, else by a join to the grouped target."""
     counter = jc if jc is not None else JoinContext(None)  # type: ignore[arg-type]
     form = links.LINK_FORM if links.LINK_FORM != "auto" else "correlated" if counter.selective else "grouped"
     if reads_unit(rel.table, policy) or form == "grouped":
@@ -216,8 +215,7 @@ def _linked(rel: Relation, policy: Policy, catalog: Catalog, database: str | Non
         rel.source, found = linked_source(rel.table, qualified(rel.table, database), policy, catalog, database,
                                           lambda: counter.alias("l"), BASE)
         rel.joined = True  # the unit is another table's: like the join it stands for, it drops orphans
-    # The row hash stays HASH(__t): a link adds only the key and the unit, a function of the row
-    # and the policy's link, which the truncation partitions by already.
+    # The row hash stays HASH(__t): a link adds only a key and the unit the truncation partitions by.
     rel.unit = found.unit
     rel.joins = list(found.joins)
     rel.where = list(found.where)
