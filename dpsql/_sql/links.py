@@ -100,8 +100,8 @@ def reads_unit(tp: TablePolicy, policy: Policy) -> bool:
 def link_unit(tp: TablePolicy, over: str, policy: Policy, catalog: Catalog, database: str | None,
               alias: t.Callable[[], str], correlated: bool = False) -> LinkUnit:
     """The unit of linked table ``tp``'s rows read as ``over``, and the joins that reach it; with
-    ``correlated``, a scalar subquery over ``over`` instead of a join (no joins, and a WHERE
-    that drops the rows it gives no unit)."""
+    ``correlated``, a scalar subquery over ``over`` instead of a join (NULL for an orphan: the
+    caller, :func:`linked_source`, drops those rows by the column it computes)."""
     assert tp.link is not None
     link = tp.link
     target = policy.tables[link.table]
@@ -132,8 +132,7 @@ def link_unit(tp: TablePolicy, over: str, policy: Policy, catalog: Catalog, data
     if correlated:
         found = _correlated(exp.alias_(table, inner, table=True), exp.column(link.target, table=inner, quoted=True),
                             _as(column, have[link.column], target_have[link.target]), below)
-        return LinkUnit(unit=found, where=[exp.Not(this=exp.Is(this=found.copy(), expression=exp.Null()))],
-                        steps=[*below.steps, step])
+        return LinkUnit(unit=found, steps=[*below.steps, step])
     on = exp.EQ(this=_as(column, have[link.column], target_have[link.target]),
                 expression=exp.column(KEY, table=name))
     join = exp.Join(this=exp.Subquery(this=grouped, alias=exp.TableAlias(this=exp.to_identifier(name))), on=on)
