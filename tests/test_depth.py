@@ -67,6 +67,7 @@ def test_the_hostile_entry_reaches_the_size_model(con: dpsql.Connection) -> None
         con.sql(f"SELECT DP_COUNT(*) FROM adult WHERE length({inner}) > 0 WITH (epsilon = 0.001)")
 
 
+@pytest.mark.slow  # 14 s: the default run's longest test
 def test_threads_share_the_raised_limit_and_give_it_back(con: dpsql.Connection) -> None:
     errors: list[BaseException] = []
 

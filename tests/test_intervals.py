@@ -82,6 +82,7 @@ def _case(draw: st.DrawFn) -> tuple[str, dict, list[tuple]]:
 _DUCK = duckdb.connect()
 
 
+@pytest.mark.slow  # 7 s: 300 examples, each a DuckDB query
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case())
 def test_duckdb_values_on_inputs_inside_the_bounds_lie_inside_the_derived_interval(case: tuple) -> None:
