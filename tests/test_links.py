@@ -22,7 +22,7 @@ from dpsql._policy.policy import policy_from_dict
 from dpsql.admin.bruteforce_links import ORPHAN, attribute, unit_neighbours
 from dpsql.errors import BindError, PolicyError, PrivacyError
 from tests.audit.cases_links import multiplying_source
-from tests.links_fixture import DATA, LINKS, UNITS, as_dicts, as_rows, connect, policy, released
+from tests.links_fixture import DATA, LINKS, UNITS, as_dicts, as_rows, connect, load, policy, released
 
 # -- the policy ----------------------------------------------------------------------------------
 
@@ -477,3 +477,19 @@ def test_a_chain_of_joined_links_attributes_as_the_oracle_and_one_customer_moves
             assert moved <= 2, (moved, data)
             worst = max(worst, moved)
     assert worst == 2
+
+
+def test_a_column_named_like_the_per_row_unit_is_refused_in_one_line_charging_nothing() -> None:
+    """The per-row lookup adds the column ``__ru`` to the linked table's rows: a table that has a
+    column of that name is refused (a reserved name), not read with two columns of one name."""
+    def setup(con: t.Any) -> None:
+        load(con, DATA)
+        con.execute("ALTER TABLE lineitem ADD COLUMN __ru INTEGER")
+
+    con = dpsql.connect(":memory:", policy(), setup=setup)
+    assert con.sql("SELECT DP_COUNT(*) FROM lineitem WITH (epsilon = 1)").columns  # grouped: no such column added
+    before = con.ledger.spent()
+    with pytest.raises(PolicyError, match="has a column named __ru, a name dpsql reserves") as info:
+        con.sql("SELECT DP_COUNT(*) FROM lineitem WHERE l_returnflag = 'A' WITH (epsilon = 1)")
+    assert "\n" not in str(info.value) and con.ledger.spent() == before
+    con.close()
