@@ -38,6 +38,10 @@ VAR_BOUNDS = (1e8, 1e8 + 2.0)
 MEAN_BASE = [1e9 + ((i * 7919) % 10007) / 10007 * 0.001 for i in range(9999)]
 VAR_BASE = [1e8 + 0.5 * (i % 5) for i in range(9999)]
 NULL = -1.0  # a universe value of the brute force that stands for NULL
+#: bounds near 0 relative to their width: a mean reads its values on a SUM's grid (origin 0),
+#: so that SUM(x) and AVG(x) read one column (FixedPoint.of_mean)
+NEAR_BOUNDS = (-3.25, 1000.5)
+NEAR_BASE = [((i * 7919) % 10007) / 9.875 - 3.0 for i in range(9999)]
 
 
 def _policy(bounds: tuple[float, float], neighbouring: str = "add_remove", *, unit: str = "row",
@@ -123,6 +127,7 @@ def _check(worst: dict[str, tuple[Fraction, float]]) -> None:
     ("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", MEAN_BOUNDS, MEAN_BASE, "s"),
     ("SELECT DP_VAR(x) FROM t WITH (epsilon = 1)", VAR_BOUNDS, VAR_BASE, "s2"),
     ("SELECT DP_STDDEV(x) FROM t WITH (epsilon = 1)", VAR_BOUNDS, VAR_BASE, "s1"),
+    ("SELECT DP_MEAN(x) FROM t WITH (epsilon = 1)", NEAR_BOUNDS, NEAR_BASE, "s1"),
 ])
 def test_one_more_row_at_the_upper_bound_moves_the_statement_by_at_most_the_sensitivity(
         query: str, bounds: tuple[float, float], base: list[float], part: str) -> None:
@@ -178,12 +183,26 @@ def _pairs(universe: tuple[float, ...], relation: str, n_max: int, rows: t.Calla
     ("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", MEAN_BOUNDS, MEAN_BASE),
     ("SELECT DP_MEAN(x) FROM t WITH (epsilon = 1)", MEAN_BOUNDS, MEAN_BASE),
     ("SELECT DP_VAR(x) FROM t WITH (epsilon = 1)", VAR_BOUNDS, VAR_BASE),
+    ("SELECT DP_MEAN(x) FROM t WITH (epsilon = 1)", NEAR_BOUNDS, NEAR_BASE),
+    ("SELECT DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 1)", NEAR_BOUNDS, NEAR_BASE),
 ])
 def test_brute_force_far_from_zero(relation: str, query: str, bounds: tuple[float, float], base: list[float]) -> None:
     """Every dataset of up to 2 rows over the universe on top of the 9,999 rows, against each of
     its neighbours (a row added or removed; or changed, possibly to NULL or out of range)."""
     st = Statement(query, _policy(bounds, relation), _rows(base))
     _check(st.worst(_pairs(_universe(bounds), relation, 2, lambda d: _rows(d, first=10**6))))
+
+
+def test_a_mean_near_zero_reads_the_sums_grid_and_its_column() -> None:
+    """SUM(x) and AVG(x) with bounds near 0 read one value column and one sum (the mean on the
+    SUM's grid); with bounds far from 0 the mean keeps its own centred grid."""
+    st = Statement("SELECT DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 1)", _policy(NEAR_BOUNDS), ())
+    total, mean = st.plan.prepared
+    assert mean.fixed == total.fixed == FixedPoint.values(*NEAR_BOUNDS, False)
+    assert st.rw.columns[(0, "s")] == st.rw.columns[(1, "s")] and st.sql.count("CASE WHEN") == 1
+    far = Statement("SELECT DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 1)", _policy(MEAN_BOUNDS), ())
+    assert far.plan.prepared[1].fixed == FixedPoint.centred(*MEAN_BOUNDS)
+    assert far.rw.columns[(0, "s")] != far.rw.columns[(1, "s")] and far.sql.count("CASE WHEN") == 2
 
 
 def test_brute_force_grouped_rows_move_between_public_groups() -> None:

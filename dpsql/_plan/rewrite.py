@@ -145,16 +145,17 @@ def statement(plan: Plan, shared_histogram: bool = True) -> Statement:
     for prep in plan.prepared:
         if prep.agg.arg is not None:
             prep.agg.arg = total(prep.agg.arg)
-    source = _source(plan, keys)
+    values, names = _values(plan)
+    source = _source(plan, keys, values, names)
     columns: dict[tuple[int, str], str] = {}
-    stats = _stats(plan, columns, source.unit is not None, source.preaggregation is not None)
-    shared = _shared(plan, keys, stats) if shared_histogram and source.preaggregation is None else None
+    stats = _stats(plan, columns, names, source.unit is not None, source.preaggregation is not None)
+    shared = _shared(plan, keys, stats, names) if shared_histogram and source.preaggregation is None else None
     histogram = None
     if shared is not None:
         by_id = source.unit is not None
         separate = not shared[1].one_per_bucket and not (by_id or bound.joined or bound.per_unit)
         histogram = SharedHistogram(replace(shared[1], histogram=build.HIST), separate)
-    subqueries = tuple(_subqueries(plan, keys, shared, columns))
+    subqueries = tuple(_subqueries(plan, keys, shared, columns, names))
     return Statement(source=source, keys=keys, stats=tuple(stats), subqueries=subqueries,
                      histogram=histogram, domain=plan.public_keys, columns=tuple(columns.items()),
                      key_selection_column=build.KEY_COUNT if plan.selection is not None else None,
@@ -172,6 +173,35 @@ def _dropped(plan: Plan, keys: tuple[str, ...]) -> Truncation | None:
     if plan.dropped is None or plan.units is None:
         return None
     return Truncation.of(plan.units, keys)
+
+
+def _values(plan: Plan) -> tuple[list[Value], dict[int, str]]:
+    """The value columns of ``__src`` (each aggregate's argument, clipped as its mechanism
+    says, and the inner arguments), and the column each aggregate reads: aggregates whose
+    values are the same expression clipped alike (``SUM(x)`` and ``AVG(x)`` on one grid,
+    :meth:`dpsql.mechanisms.fixed.FixedPoint.of_mean`) read one column, so that the engine
+    computes it, and the statistics over it, once."""
+    values: list[Value] = []
+    names: dict[int, str] = {}
+    for prep in plan.prepared:
+        if prep.agg.arg is not None:
+            v = _value(prep)
+            same = next((w for w in values if _same(v, w)), None)
+            names[prep.agg.index] = v.name if same is None else same.name
+            if same is None:
+                values.append(v)
+        values += [Column(name, total(expr)) for name, expr in prep.agg.inner_args]
+    return values, names
+
+
+def _same(v: Value, w: Value) -> bool:
+    """Whether two value columns hold the same values (all but the name alike; the argument
+    trees compared last, only when the rest is equal)."""
+    if type(v) is not type(w) or v.name == w.name:
+        return False
+    rest = {k: x for k, x in vars(v).items() if k not in ("name", "arg", "expr")}
+    return rest == {k: x for k, x in vars(w).items() if k not in ("name", "arg", "expr")} \
+        and (v.expr == w.expr if isinstance(v, Column) else v.arg == w.arg)  # type: ignore[union-attr]
 
 
 def _value(prep: "Prepared") -> Value:
@@ -216,20 +246,15 @@ def _filter(term: exp.Expression) -> exp.Expression:
     return found if found is not None else total(term)
 
 
-def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
+def _source(plan: Plan, keys: tuple[str, ...], values: list[Value], names: dict[int, str]) -> Source:
     """``__src``: only what the statistics need, under reserved names (no user name reaches it)."""
     bound, units = plan.bound, plan.units
-    values: list[Value] = []
-    for prep in plan.prepared:
-        if prep.agg.arg is not None:
-            values.append(_value(prep))
-        values += [Column(name, total(expr)) for name, expr in prep.agg.inner_args]
     by_id = units is not None and units.by_id
     truncation = pre = None
     if by_id and not bound.per_unit:  # a per-unit subquery already holds one row per unit
         assert units is not None
         if _clips(plan):
-            pre = PreAggregation.of(units, keys, perunit.aggregates(plan.prepared, build.value))
+            pre = PreAggregation.of(units, keys, perunit.aggregates(plan.prepared, names.__getitem__))
         else:
             truncation = Truncation.of(units, keys)
     assert bound.relation is not None
@@ -246,18 +271,21 @@ def _source(plan: Plan, keys: tuple[str, ...]) -> Source:
     )
 
 
-def _stats(plan: Plan, columns: dict[tuple[int, str], str], by_id: bool, clips: bool) -> list[Stat]:
+def _stats(plan: Plan, columns: dict[tuple[int, str], str], names: dict[int, str], by_id: bool,
+           clips: bool) -> list[Stat]:
     """Every mechanism's statistics (pre-aggregated: the sums of its partials), the count a
     key's selection reads (units for an id unit, else rows: what a key's count counts is what
     is protected), or a row count when there is nothing else (the statement still needs a column)."""
     stats: list[Stat] = []
     for prep in plan.prepared:
         i = prep.agg.index
-        v = exp.column(build.value(i)) if prep.agg.arg is not None else None
+        v = exp.column(names[i]) if prep.agg.arg is not None else None
         own = prep.stats(v)
         for stat, expr in (perunit.sums(i, own) if clips else own).items():
-            columns[(i, stat)] = build.stat(i, stat)
-            stats.append(Stat(build.stat(i, stat), expr, plain=not clips))
+            same = None if clips else next((s for s in stats if type(s.expr) is type(expr) and s.expr == expr), None)
+            columns[(i, stat)] = build.stat(i, stat) if same is None else same.column
+            if same is None:  # a statistic computed once however many aggregates read it
+                stats.append(Stat(build.stat(i, stat), expr, plain=not clips))
     units = plan.units
     if plan.selection is not None:
         if clips:  # one row per unit in each group
@@ -276,7 +304,8 @@ def _stats(plan: Plan, columns: dict[tuple[int, str], str], by_id: bool, clips: 
     return stats
 
 
-def _shared(plan: Plan, keys: tuple[str, ...], stats: list[Stat]) -> tuple["Prepared", build.Values] | None:
+def _shared(plan: Plan, keys: tuple[str, ...], stats: list[Stat],
+            names: dict[int, str]) -> tuple["Prepared", build.Values] | None:
     """The aggregate whose order-statistics histogram the statistics can be read from, with its
     values, or None: every statistic is ``COUNT(*)`` or ``COUNT(v)`` of that aggregate's value
     ``v`` (the histogram, NULLs in a bucket of their own, holds them as sums, and its groups are
@@ -284,7 +313,7 @@ def _shared(plan: Plan, keys: tuple[str, ...], stats: list[Stat]) -> tuple["Prep
     for prep in plan.prepared:
         if prep.agg.arg is None:
             continue
-        v = build.value(prep.agg.index)
+        v = names[prep.agg.index]
         values = prep.order_values(build.SRC, list(keys), v)
         if values is None:
             continue
@@ -297,11 +326,11 @@ def _shared(plan: Plan, keys: tuple[str, ...], stats: list[Stat]) -> tuple["Prep
 
 
 def _subqueries(plan: Plan, keys: tuple[str, ...], shared: tuple["Prepared", build.Values] | None,
-                columns: dict[tuple[int, str], str]) -> t.Iterator[Subquery]:
+                columns: dict[tuple[int, str], str], names: dict[int, str]) -> t.Iterator[Subquery]:
     """Every mechanism's per-group subquery (the one of the shared histogram reads it)."""
     for prep in plan.prepared:
         i = prep.agg.index
-        v = build.value(i)
+        v = names.get(i, build.value(i))
         q: exp.Select | None
         if shared is not None and shared[0] is prep:
             q = prep.order_subquery(replace(shared[1], histogram=build.HIST))

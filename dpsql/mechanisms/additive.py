@@ -62,9 +62,12 @@ Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagama
     (HUGEINT in DuckDB, DECIMAL(38, 0) in Spark). The table holds with the bounds of the
     integers, L' = centre + A·2^g and U' = centre + B·2^g, at most one step 2^g ≤ 2^−30·r
     (SUM: 2^−30·max(|L|, |U|)) outside [L, U]: SUM's d are the steps of the values (centre
-    0), MEAN's and VAR's are centred in SQL (d ∈ [−R, R], r' = R·2^g), MEAN's and SUM's of an
-    integer column with whole bounds are the clipped integers themselves (g = 0, L' = L,
-    U' = U). MEAN's centred sum is 2Σd − (A + B)·n on the grid 2^(g − 1), in Python integers.
+    0); VAR's are centred in SQL (d ∈ [−R, R], r' = R·2^g); MEAN's are SUM's where that grid is
+    at most one step coarser than the centred one (bounds near 0 relative to their width: then
+    SUM(x) and AVG(x) read one column and one sum), else centred like VAR's; MEAN's and SUM's of
+    an integer column with whole bounds are the clipped integers themselves (g = 0, L' = L,
+    U' = U). MEAN's centred sum is 2Σd − (A + B)·n on the grid 2^(g − 1), in Python integers
+    (with d ∈ [A, B], each row's term lies in [−(B − A), B − A]: r' = (B − A)/2·2^g).
     These sensitivities, rounded up to a double, are the ones the noise is calibrated to and the
     report shows. The exact integers reach the release as integers: the noise is added on the
     release grid to the exact value (:mod:`dpsql._privacy.grid`), never to a double near it.
@@ -160,10 +163,11 @@ class _AdditivePrepared(Prepared):
         self.lower, self.upper = lo, hi
         # the integers the sums add up (module docstring, "Exact sums"); None for a count
         self.fixed = None
-        whole = stat != "var" and whole_numbers(agg)
-        if stat == "sum" or whole:
-            self.fixed = FixedPoint.values(lo, hi, whole)
-        elif stat != "count":
+        if stat == "sum":
+            self.fixed = FixedPoint.values(lo, hi, whole_numbers(agg))
+        elif stat == "mean":
+            self.fixed = FixedPoint.of_mean(lo, hi, whole_numbers(agg))
+        elif stat == "var":
             self.fixed = FixedPoint.centred(lo, hi)
         sens = {} if self.public_count else self._sensitivities(l2=(kind == "gaussian"))
         if agg.distinct_unit and not ctx.grouped:

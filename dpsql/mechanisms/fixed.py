@@ -25,12 +25,18 @@ truncates; ``integer`` of :mod:`dpsql._compile.compiler`), so both engines compu
   [A, B] = the nearest steps of L and U. The step is 2^−30 of
   max(|L|, |U|) or finer, and SUM's noise is at least max(|L|, |U|)/ε: the rounding of a row
   is at most 2^−31 of the noise scale times ε.
-* :meth:`FixedPoint.centred` (MEAN, VAR, STDDEV, and the mean of ``ptr`` and ``smooth``):
+* :meth:`FixedPoint.centred` (VAR, STDDEV, the mean of ``ptr`` and ``smooth``, and MEAN where
+  :meth:`FixedPoint.of_mean` does not give it SUM's grid):
   a = c = (L + U)/2 to the nearest double (x − c is exact when x is within a factor of 2 of
   c, the case of bounds far from 0), 2^g = 2^(e − 31) for r = (U − L)/2 < 2^e,
   [A, B] = [−R, R] with R the larger |step| of L and U (R
   ≤ 2^31; the grid is made coarser in the rare case where the rounding of c would push it past).
   The step is 2^−30 of r or finer. MEAN's centred sum is Σd; VAR's second sum is Σd².
+* :meth:`FixedPoint.of_mean` (MEAN): SUM's grid where it is at most one step coarser than the
+  centred grid (bounds near 0 relative to their width, e.g. [0, U]), so that ``SUM(x)`` and
+  ``AVG(x)`` of one query read one integer column and one sum; MEAN's centred sum is then
+  2Σd − (A + B)·n on the grid 2^(g − 1), formed in Python integers, each row's term in
+  [−(B − A), B − A]: the same range r plus at most a step.
 * :attr:`FixedPoint.integer`: an integer column with whole bounds (SUM, MEAN) needs none of it;
   its clipped values are the integers (g = 0, [A, B] = [L, U]), exact as before, and
   MEAN's centred sum is formed in Python integers as 2Σd − (A + B)·n.
@@ -111,6 +117,26 @@ class FixedPoint:
             if radius <= 2**BITS:
                 return cls(g, -radius, radius, origin=origin)
             g += 1  # c rounded to a double far from (L + U)/2: a coarser grid
+
+    @classmethod
+    @functools.lru_cache(maxsize=1024)  # a pure function of the bounds; planned on every query
+    def of_mean(cls, lower: float, upper: float, whole: bool) -> "FixedPoint":
+        """The grid of a mean's values: a SUM's own (:meth:`values`: so that a SUM and a MEAN
+        of one column read one integer column) where it is at most one step coarser than the
+        centred grid, else :meth:`centred`. Both give the centred sum 2Σd − (A + B)·n the same
+        range, r plus at most a step; the SUM's grid is refused only for bounds far from 0
+        relative to their width (its step would be coarser than 2^−30 of r).
+
+        >>> FixedPoint.of_mean(0.0, 100.0, False) == FixedPoint.values(0.0, 100.0, False)
+        True
+        >>> FixedPoint.of_mean(1e9, 1e9 + 0.001, False).origin
+        1000000000.0005
+        """
+        plain = cls.values(lower, upper, whole)
+        if whole:
+            return plain
+        centred = cls.centred(lower, upper)
+        return plain if plain.exponent <= centred.exponent + 1 else centred
 
     @property
     def unit(self) -> Fraction:
