@@ -51,12 +51,18 @@ CLIP_AGE = "CASE WHEN age < 0 THEN 0 WHEN age > 100 THEN 100 ELSE age END"
 CLIP_INCOME = "CASE WHEN income < 0 THEN 0 WHEN income > 200000 THEN 200000 ELSE income END"
 #: income as dpsql sums it: on a fixed-point grid, in integers, so that one person moves the
 #: computed sum by at most its sensitivity (a float sum's rounding is not in the sensitivity:
-#: Casacuberta et al., CCS 2022). The grid of the bounds [0, 200000]: centred on 100,000, 2^14
-#: steps per unit, clipped to +-1,638,400,000. The floors of the sums over income use it: the
-#: fastest hand-written query computing the statistics dpsql computes.
-_SCALED = "(income - 100000.0) * 16384.0"
-EXACT_INCOME = (f"CAST(CASE WHEN {_SCALED} < -1638400000.0 THEN -1638400000.0 "
+#: Casacuberta et al., CCS 2022). A mean's grid of the bounds [0, 200000] is a SUM's
+#: (``FixedPoint.of_mean``): origin 0, 2^13 steps per unit, clipped to [0, 1,638,400,000]. The
+#: floors of the sums and means over income use it: the fastest hand-written query computing
+#: the statistics dpsql computes.
+_SCALED = "income * 8192.0"
+EXACT_INCOME = (f"CAST(CASE WHEN {_SCALED} < 0.0 THEN 0.0 "
                 f"WHEN {_SCALED} > 1638400000.0 THEN 1638400000.0 ELSE {_SCALED} END AS BIGINT)")
+#: a variance's grid of the same bounds (``FixedPoint.centred``): centred on 100,000, 2^14 steps
+#: per unit, clipped to +-1,638,400,000 (its squares are smaller centred)
+_CENTRED = "(income - 100000.0) * 16384.0"
+EXACT_INCOME_CENTRED = (f"CAST(CASE WHEN {_CENTRED} < -1638400000.0 THEN -1638400000.0 "
+                        f"WHEN {_CENTRED} > 1638400000.0 THEN 1638400000.0 ELSE {_CENTRED} END AS BIGINT)")
 
 #: The privacy parameters every speed case uses (peers get the same).
 EPSILON = 1.0

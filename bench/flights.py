@@ -40,11 +40,11 @@ from bench.common import interleaved, machine, paired_ratio  # noqa: E402
 K = 50
 AIR = "CASE WHEN air_time < 0 THEN 0 WHEN air_time > 700 THEN 700 ELSE air_time END"
 #: air_time as dpsql sums it, exactly: on the fixed-point grid of a mean over [0, 700]
-#: (``dpsql.mechanisms.fixed.FixedPoint.centred(0, 700)``: centred on 350, 2^22 steps per
+#: (``dpsql.mechanisms.fixed.FixedPoint.of_mean(0, 700)``: a SUM's, origin 0, 2^21 steps per
 #: minute), in integers. The floors compute the statistics dpsql computes; the float sum is
 #: timed beside them (see bench.common.EXACT_INCOME).
-_SCALED = "(air_time - 350.0) * 4194304.0"
-EXACT_AIR = (f"CAST(CASE WHEN {_SCALED} < -1468006400.0 THEN -1468006400.0 WHEN {_SCALED} > 1468006400.0 "
+_SCALED = "air_time * 2097152.0"
+EXACT_AIR = (f"CAST(CASE WHEN {_SCALED} < 0.0 THEN 0.0 WHEN {_SCALED} > 1468006400.0 "
              f"THEN 1468006400.0 ELSE {_SCALED} END AS BIGINT)")
 
 

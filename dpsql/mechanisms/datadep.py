@@ -336,11 +336,11 @@ def mean_grid(agg: t.Any, stat: str) -> FixedPoint | None:
     sum over their exact count, not a floating-point AVG, whose rounding can move it by more than
     its local sensitivity (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022). The mean is then
     that of values in [A·2^g, B·2^g] ⊇ [L, U], and its sensitivities use that width,
-    :attr:`FixedPoint.width` (U − L plus at most one grid step 2^g ≤ 2^−30·(U − L)/2)."""
+    :attr:`FixedPoint.width` (U − L plus at most one grid step, 2^−30 of U − L or finer). The grid
+    is the laplace MEAN's (:meth:`FixedPoint.of_mean`): SUM's where it is fine enough, else centred."""
     if stat != "mean":
         return None
-    lower, upper = float(agg.lower), float(agg.upper)
-    return FixedPoint.values(lower, upper, True) if whole_numbers(agg) else FixedPoint.centred(lower, upper)
+    return FixedPoint.of_mean(float(agg.lower), float(agg.upper), whole_numbers(agg))
 
 
 def exact_mean(grid: FixedPoint, stats: t.Mapping[str, t.Any]) -> tuple[int, Fraction]:

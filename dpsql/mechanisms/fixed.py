@@ -25,8 +25,8 @@ truncates; ``integer`` of :mod:`dpsql._compile.compiler`), so both engines compu
   [A, B] = the nearest steps of L and U. The step is 2^−30 of
   max(|L|, |U|) or finer, and SUM's noise is at least max(|L|, |U|)/ε: the rounding of a row
   is at most 2^−31 of the noise scale times ε.
-* :meth:`FixedPoint.centred` (VAR, STDDEV, the mean of ``ptr`` and ``smooth``, and MEAN where
-  :meth:`FixedPoint.of_mean` does not give it SUM's grid):
+* :meth:`FixedPoint.centred` (VAR, STDDEV, and a mean, of ``laplace``, ``gaussian``, ``ptr`` or
+  ``smooth``, where :meth:`FixedPoint.of_mean` does not give it SUM's grid):
   a = c = (L + U)/2 to the nearest double (x − c is exact when x is within a factor of 2 of
   c, the case of bounds far from 0), 2^g = 2^(e − 31) for r = (U − L)/2 < 2^e,
   [A, B] = [−R, R] with R the larger |step| of L and U (R
