@@ -27,7 +27,7 @@ from dpsql._compile.domain import typed_keys, values
 from dpsql._compile.histogram import counted, histogram
 from dpsql._compile.inline import inlined
 from dpsql._compile.keyjoin import key_join
-from dpsql._compile.nodes import col, table
+from dpsql._compile.nodes import PRINTED, col, table
 from dpsql._compile.perunit import Aggregate
 from dpsql._compile.plan import Clipped, Column, PreAggregation, Relation, Source, Stat, Subquery, Truncation
 from dpsql._compile.preaggregate import dropped, preaggregate, report
@@ -80,7 +80,7 @@ def _rows() -> exp.Select:
 def written(code: str) -> str:
     """The SQL of one fixture's expression (a list: joined by commas; None: ``NONE``)."""
     out = eval(code, {**NAMESPACE, "rows": _rows()})  # noqa: S307 - the fixtures are ours
-    dialect = SparkSQL if "spark" in code else "duckdb"
+    dialect = SparkSQL if "spark" in code else PRINTED  # DuckDB's, printing a shared operand once
     if out is None:
         return "NONE"
     if isinstance(out, list):

@@ -55,10 +55,16 @@ def between(x: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Ca
                     default=x)
 
 
-def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = None) -> exp.Case:
+def _same(x: exp.Expression) -> exp.Expression:
+    return x
+
+
+def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = None,
+         once: t.Callable[[exp.Expression], exp.Expression] = _same) -> exp.Case:
     """The argument clipped to [lower, upper]; integers keep integer arithmetic while no sum
     can overflow (2^63 rows of at most 2^62 each stay below HUGEINT's 2^127), else the bounds
-    are DOUBLE literals.
+    are DOUBLE literals. ``once``: the engine's node for an operand written three times
+    (:meth:`dpsql._compile.compiler.Compiler.once`).
 
     >>> clip(exp.column("age"), 0, 100, "BIGINT").sql("duckdb")
     'CASE WHEN age < 0 THEN 0 WHEN age > 100 THEN 100 ELSE age END'
@@ -68,7 +74,7 @@ def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = No
     dtype = (dtype or "").upper()
     integral = (float(lower).is_integer() and float(upper).is_integer()
                 and max(abs(lower), abs(upper)) <= 2.0**62)
-    x = operand(arg, dtype)
+    x = once(operand(arg, dtype))
     if dtype in INTEGER_TYPES and integral:
         lo, hi = number(str(int(lower))), number(str(int(upper)))
     else:
@@ -76,9 +82,11 @@ def clip(arg: exp.Expression, lower: float, upper: float, dtype: str | None = No
     return between(x, lo, hi)
 
 
-def fixed_point(x: exp.Expression, grid: FixedPoint, integer: Integer) -> exp.Expression:
+def fixed_point(x: exp.Expression, grid: FixedPoint, integer: Integer,
+                once: t.Callable[[exp.Expression], exp.Expression] = _same) -> exp.Expression:
     """d of the value ``x`` on ``grid``: ``integer(clamp((x − a)·2^−g))`` (NaN → B, ±inf to
-    the ends, NULL stays NULL); ``integer`` is the engine's rounding to BIGINT.
+    the ends, NULL stays NULL); ``integer`` is the engine's rounding to BIGINT, ``once`` its
+    node for the scaled value written three times.
 
     >>> g = FixedPoint.centred(0.0, 10.0)
     >>> fixed_point(exp.column("x"), g, lambda e: e).sql("duckdb")[:39]
@@ -90,4 +98,4 @@ def fixed_point(x: exp.Expression, grid: FixedPoint, integer: Integer) -> exp.Ex
         x = op(this=x, expression=number(double_literal(abs(grid.origin))))
     scaled = exp.Mul(this=exp.Paren(this=x), expression=number(double_literal(math.ldexp(1.0, -grid.exponent))))
     lo, hi = number(double_literal(float(grid.low))), number(double_literal(float(grid.high)))
-    return integer(between(scaled, lo, hi))
+    return integer(between(once(scaled), lo, hi))

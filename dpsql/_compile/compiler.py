@@ -27,7 +27,7 @@ import typing as t
 from sqlglot import exp
 
 from dpsql._compile import domain, histogram, inline, keyjoin, perunit, preaggregate, source, truncate
-from dpsql._compile.nodes import alias, col, fn, name, select, subquery, table, verbatim
+from dpsql._compile.nodes import PRINTED, Shared, alias, col, fn, name, select, subquery, table, verbatim
 from dpsql._compile.plan import KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
 from dpsql._sql import build
 
@@ -132,6 +132,14 @@ class Compiler:
         BIGINT: DuckDB's CAST rounds so (:mod:`dpsql.mechanisms.fixed`)."""
         return exp.Cast(this=x, to=_BIGINT.copy())
 
+    def once(self, x: exp.Expression) -> exp.Expression:
+        """An operand a clip writes three times (``CASE WHEN x < L THEN L WHEN x > U THEN U
+        ELSE x END``), as a node the statement's one print prints once
+        (:class:`dpsql._compile.nodes.Shared`): the same text, without printing the operand
+        thrice. Nothing after this compiler's own rules reads inside it (DuckDB's
+        :meth:`finish` changes nothing). An engine printed in another dialect gets the tree."""
+        return Shared.of(x) if self.dialect == "duckdb" else x
+
     def row_hash(self, aliases: t.Sequence[str]) -> exp.Expression:
         """The hash of the whole rows of the FROM items ``aliases``: ``HASH(__t, ...)``."""
         return fn("HASH", *(col(a) for a in aliases))
@@ -184,7 +192,7 @@ class Compiler:
         """The statement's text (the one serialisation of the tree). The tree is the compiler's
         own, built for this statement: sqlglot need not copy it first (most of the time of
         printing it)."""
-        return tree.sql(dialect=self.dialect, copy=False)
+        return tree.sql(dialect=PRINTED if self.dialect == "duckdb" else self.dialect, copy=False)
 
     def standalone(self, compiled: Compiled, keys: KeyDomain) -> str:
         """The statement with the domain handed over as data written in as ``VALUES`` (on a

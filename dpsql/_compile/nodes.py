@@ -11,6 +11,7 @@ from __future__ import annotations
 import typing as t
 
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
 
 
 def name(text: str) -> exp.Identifier:
@@ -63,6 +64,48 @@ def subquery(select: exp.Expression, as_: str) -> exp.Subquery:
     return exp.Subquery(this=select, alias=exp.TableAlias(this=name(as_)))
 
 
+class _Printed:
+    """A subtree and its text once printed: shared by every copy of the :class:`Shared` node
+    that holds it (a copy of the node copies nothing else)."""
+
+    def __init__(self, tree: exp.Expression) -> None:
+        self.tree, self.text = tree, ""
+
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> "_Printed":
+        return self
+
+    def sql(self, generator: t.Any) -> str:
+        if not self.text:
+            self.text = generator.sql(self.tree)
+        return self.text
+
+
+class Shared(exp.Expression):
+    """A subtree written several times in a statement (the operand of a clip's ``CASE``),
+    printed by the statement's one print the first time it is met and copied as text after
+    (:data:`PRINTED`, the dialect that prints it). Nothing reads inside it once it is built."""
+
+    arg_types: t.ClassVar[dict[str, bool]] = {}
+
+    @classmethod
+    def of(cls, tree: exp.Expression) -> "Shared":
+        node = cls()
+        node.meta["printed"] = _Printed(tree)
+        return node
+
+
+class PRINTED(DuckDB):
+    """DuckDB's dialect, that prints a :class:`Shared` subtree once per statement.
+
+    >>> x = Shared.of(exp.Mul(this=exp.column("x"), expression=number(2)))
+    >>> exp.Case(ifs=[exp.If(this=exp.LT(this=x, expression=number(0)), true=number(0))], default=x.copy()).sql(PRINTED)
+    'CASE WHEN x * 2 < 0 THEN 0 ELSE x * 2 END'
+    """
+
+    class Generator(DuckDB.Generator):
+        TRANSFORMS = {**DuckDB.Generator.TRANSFORMS, Shared: lambda self, e: e.meta["printed"].sql(self)}
+
+
 def verbatim(text: str) -> exp.Var:
     """Text printed as it is: SQL an earlier stage wrote (the binder's FROM chain)."""
     return exp.Var(this=text)
@@ -113,6 +156,8 @@ class Forms(t.Protocol):
     def relation(self, rel: t.Any) -> tuple[exp.Expression, list[exp.Join]]: ...
 
     def integer(self, x: exp.Expression) -> exp.Expression: ...
+
+    def once(self, x: exp.Expression) -> exp.Expression: ...
 
     def row_hash(self, aliases: t.Sequence[str]) -> exp.Expression: ...
 

@@ -24,9 +24,9 @@ from dpsql._sql import build
 def value(v: Value, compiler: Forms) -> exp.Expression:
     """The expression of a value column of ``__src``."""
     if isinstance(v, Clipped):
-        return clip.clip(v.arg, v.lower, v.upper, v.dtype)
+        return clip.clip(v.arg, v.lower, v.upper, v.dtype, compiler.once)
     if isinstance(v, Fixed):
-        return clip.fixed_point(clip.operand(v.arg, v.dtype), v.grid, compiler.integer)
+        return clip.fixed_point(clip.operand(v.arg, v.dtype), v.grid, compiler.integer, compiler.once)
     return v.expr
 
 
@@ -44,7 +44,8 @@ def source(src: Source, compiler: Forms, values: dict[str, exp.Expression] | Non
     >>> from dpsql._compile.plan import Relation
     >>> rel = Relation(exp.to_table("t"), text='"t" AS __t')
     >>> src = Source(rel, keys=(), values=(Clipped("__v0", exp.column("x", "__t"), 0, 9, "BIGINT"),))
-    >>> source(src, Compiler(DUCKDB)).sql("duckdb")
+    >>> comp = Compiler(DUCKDB)
+    >>> comp.sql(source(src, comp))
     'SELECT CASE WHEN __t.x < 0 THEN 0 WHEN __t.x > 9 THEN 9 ELSE __t.x END AS __v0 FROM "t" AS __t'
     """
     rows = unbounded(src, compiler, values)

@@ -83,6 +83,10 @@ class SparkCompiler(Compiler):
         DuckDB's CAST does; Spark's CAST truncates."""
         return exp.Cast(this=fn("RINT", x), to=_BIGINT.copy())
 
+    def once(self, x: exp.Expression) -> exp.Expression:
+        """The operand as a tree: Spark's :meth:`finish` rewrites forms throughout the tree."""
+        return x
+
     def log2(self, x: exp.Expression) -> exp.Expression:
         """``LOG(2, x)``: ln x / ln 2, as the bounds search has always read it on Spark."""
         return exp.Log(this=exp.Literal.number(2), expression=x)

@@ -281,8 +281,9 @@ def _stats(plan: Plan, columns: dict[tuple[int, str], str], names: dict[int, str
         i = prep.agg.index
         v = exp.column(names[i]) if prep.agg.arg is not None else None
         own = prep.stats(v)
+        others = len(stats)  # an aggregate's own statistics differ from one another
         for stat, expr in (perunit.sums(i, own) if clips else own).items():
-            same = None if clips else next((s for s in stats if type(s.expr) is type(expr) and s.expr == expr), None)
+            same = None if clips else next((s for s in stats[:others] if type(s.expr) is type(expr) and s.expr == expr), None)
             columns[(i, stat)] = build.stat(i, stat) if same is None else same.column
             if same is None:  # a statistic computed once however many aggregates read it
                 stats.append(Stat(build.stat(i, stat), expr, plain=not clips))

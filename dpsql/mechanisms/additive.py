@@ -78,6 +78,7 @@ Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagama
 
 from __future__ import annotations
 
+import functools
 import typing as t
 from fractions import Fraction
 
@@ -120,12 +121,16 @@ def sensitivities(stat: str, lower: _Number, upper: _Number, ctx: Context, l2: b
     """
     m = ctx.l2_rows if l2 else ctx.max_rows
     assert m is not None
+    return _table(stat, lower, upper, m, ctx.neighbouring == "replace", ctx.grouped)
+
+
+def _table(stat: str, lower: _Number, upper: _Number, m: float, replace: bool, grouped: bool) -> dict[str, t.Any]:
+    """:func:`sensitivities` for the multiplier ``m``."""
     if isinstance(lower, Fraction):  # exact bounds: exact sensitivities
-        m = Fraction(m)
+        m = Fraction(m)  # type: ignore[assignment]
     r = (upper - lower) / 2
     big = max(abs(lower), abs(upper))
-    replace = ctx.neighbouring == "replace"
-    count = (2.0 if ctx.grouped else 1.0) if replace else 1.0
+    count = (2.0 if grouped else 1.0) if replace else 1.0
     if stat == "count":
         return {"n": count * m}
     if stat == "sum":
@@ -133,12 +138,19 @@ def sensitivities(stat: str, lower: _Number, upper: _Number, ctx: Context, l2: b
             return {"s": big * m}
         # A replaced row can also become NULL or leave the WHERE filter (a removal, |v| ≤ big),
         # and with GROUP BY move to another group (a removal and an addition).
-        return {"s": max(upper - lower, (2 if ctx.grouped else 1) * big) * m}
+        return {"s": max(upper - lower, (2 if grouped else 1) * big) * m}
     s1 = (2 * r if replace else r) * m
     if stat == "mean":
         return {"n": count * m, "s1": s1}
-    s2 = (2 * r * r if (replace and ctx.grouped) else r * r) * m
+    s2 = (2 * r * r if (replace and grouped) else r * r) * m
     return {"n": count * m, "s1": s1, "s2": s2}
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of public facts, planned on every query
+def _on_grid(stat: str, fixed: FixedPoint, m: float, replace: bool, grouped: bool) -> tuple[tuple[str, float], ...]:
+    """The table for the values the integers of ``fixed`` stand for, exactly, each rounded up."""
+    exact = _table(stat, fixed.value(fixed.low), fixed.value(fixed.high), m, replace, grouped)
+    return tuple((name, up(x)) for name, x in exact.items())
 
 
 class _AdditivePrepared(Prepared):
@@ -184,11 +196,12 @@ class _AdditivePrepared(Prepared):
 
     def _sensitivities(self, l2: bool) -> dict[str, float]:
         """The table of the module docstring for the integers' bounds, each rounded up."""
-        f = self.fixed
+        f, ctx = self.fixed, self.ctx
         if f is None:
-            return sensitivities(self.stat, self.lower, self.upper, self.ctx, l2=l2)
-        exact = sensitivities(self.stat, f.value(f.low), f.value(f.high), self.ctx, l2=l2)
-        return {name: up(x) for name, x in exact.items()}
+            return sensitivities(self.stat, self.lower, self.upper, ctx, l2=l2)
+        m = ctx.l2_rows if l2 else ctx.max_rows
+        assert m is not None
+        return dict(_on_grid(self.stat, f, m, ctx.neighbouring == "replace", ctx.grouped))
 
     def stats(self, v: exp.Expression | None) -> dict[str, exp.Expression]:
         """COUNT(d), SUM(d) and SUM(d·d) of the integers d (``v``, :attr:`fixed`), exact; the
