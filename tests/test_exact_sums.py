@@ -203,6 +203,11 @@ def test_a_mean_near_zero_reads_the_sums_grid_and_its_column() -> None:
     far = Statement("SELECT DP_SUM(x), DP_MEAN(x) FROM t WITH (epsilon = 1)", _policy(MEAN_BOUNDS), ())
     assert far.plan.prepared[1].fixed == FixedPoint.centred(*MEAN_BOUNDS)
     assert far.rw.columns[(0, "s")] != far.rw.columns[(1, "s")] and far.sql.count("CASE WHEN") == 2
+    # another argument, or other bounds, is another column
+    for query in ("SELECT DP_SUM(x), DP_MEAN(x * 1) FROM t WITH (epsilon = 1)",
+                  "SELECT DP_SUM(x), DP_MEAN(x, 0, 999) FROM t WITH (epsilon = 1)"):
+        other = Statement(query, _policy(NEAR_BOUNDS), ())
+        assert other.rw.columns[(0, "s")] != other.rw.columns[(1, "s")] and "AS __v1" in other.sql
 
 
 def test_brute_force_grouped_rows_move_between_public_groups() -> None:

@@ -201,7 +201,31 @@ def _same(v: Value, w: Value) -> bool:
         return False
     rest = {k: x for k, x in vars(v).items() if k not in ("name", "arg", "expr")}
     return rest == {k: x for k, x in vars(w).items() if k not in ("name", "arg", "expr")} \
-        and (v.expr == w.expr if isinstance(v, Column) else v.arg == w.arg)  # type: ignore[union-attr]
+        and (identical(v.expr, w.expr) if isinstance(v, Column) else identical(v.arg, w.arg))  # type: ignore[union-attr]
+
+
+def identical(a: t.Any, b: t.Any) -> bool:
+    """Whether two trees are the same node for node (sqlglot's ``==`` compares hashes only:
+    two columns are merged only when they are equal, not when their hashes are).
+
+    >>> from sqlglot import parse_one
+    >>> identical(parse_one("f(x, 1)"), parse_one("f(x, 1)")), identical(parse_one("x + 1"), parse_one("x + 2"))
+    (True, False)
+    """
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, exp.Expression):
+        if hash(a) != hash(b):
+            return False
+        keys = {k for k, x in a.args.items() if x not in (None, [], False)}
+        if keys != {k for k, x in b.args.items() if x not in (None, [], False)}:
+            return False
+        return all(identical(a.args[k], b.args[k]) for k in keys)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b))
+    return bool(a == b)
 
 
 def _value(prep: "Prepared") -> Value:
@@ -283,7 +307,7 @@ def _stats(plan: Plan, columns: dict[tuple[int, str], str], names: dict[int, str
         own = prep.stats(v)
         others = len(stats)  # an aggregate's own statistics differ from one another
         for stat, expr in (perunit.sums(i, own) if clips else own).items():
-            same = None if clips else next((s for s in stats[:others] if type(s.expr) is type(expr) and s.expr == expr), None)
+            same = None if clips else next((s for s in stats[:others] if identical(s.expr, expr)), None)
             columns[(i, stat)] = build.stat(i, stat) if same is None else same.column
             if same is None:  # a statistic computed once however many aggregates read it
                 stats.append(Stat(build.stat(i, stat), expr, plain=not clips))
