@@ -27,6 +27,7 @@ from dpsql._compile.target import DUCKDB, SPARK
 from dpsql._policy.policy import load_policy
 from dpsql._privacy import grid
 from dpsql._privacy.noise import NoiseSource, grid_exponent
+from dpsql._plan.rewrite import rewrite
 from dpsql._query.pipeline import prepare
 from dpsql.admin import bruteforce
 from dpsql.backends.duck import DuckDBEngine
@@ -333,3 +334,27 @@ def test_an_exact_value_past_2_to_53_grid_steps_is_released_on_its_grid_point() 
     assert got.tolist() == [float(Fraction(u) * Fraction(2) ** k) for u in units.tolist()]
     value = Fraction(10**30 + 1, 3)
     assert grid.release_value(_NoNoise(), "laplace", value, scale) == float(round(value / Fraction(2) ** k) * Fraction(2) ** k)
+
+
+@pytest.mark.parametrize("dtype, lo, hi, cast", [
+    ("TINYINT", -128, 127, False), ("SMALLINT", -32768, 32767, False), ("INTEGER", -(2**31), 2**31 - 1, False),
+    ("BIGINT", -(2**62), 2**62, False), ("UBIGINT", 0, 2**62, True), ("HUGEINT", -(2**62), 2**62, True),
+])
+def test_duckdb_sums_a_signed_integer_column_as_it_is_and_exactly(dtype: str, lo: int, hi: int, cast: bool) -> None:
+    """DuckDB's statement sums the clip of a signed integer column without the plan's cast to
+    BIGINT (its SUM of any signed integer type is an exact HUGEINT); other types keep the cast,
+    and Spark's form keeps its exact DECIMAL sum. The sum of values at the bounds is exact."""
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t (x {dtype})")
+    policy = {"budget": {"epsilon": 10.0}, "tables": {"t": {"columns": {"x": {"lower": lo, "upper": hi}}}}}
+    prepared = prepare("SELECT DP_SUM(x) FROM t WITH (epsilon = 1)", load_policy(policy), DuckDBEngine(con))
+    assert prepared.rewritten is not None and prepared.plan is not None
+    sql = prepared.sql
+    assert sql.startswith("SELECT SUM(CAST(" if cast else "SELECT SUM((CASE"), sql
+    con.execute(f"INSERT INTO t SELECT CASE WHEN i % 4 = 0 THEN {lo} WHEN i % 4 = 3 THEN NULL ELSE {hi} END "
+                f"FROM range(4000) AS r(i)")
+    cur = con.execute(sql)
+    assert str(cur.description[0][1]) == "HUGEINT"
+    assert cur.fetchone()[0] == 1000 * lo + 2000 * hi  # past BIGINT's range for BIGINT
+    spark = rewrite(prepared.plan, SPARK).statement
+    assert "DECIMAL(38, 0)" in spark

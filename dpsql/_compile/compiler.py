@@ -23,12 +23,13 @@ per statement (:meth:`Compiler.sql`).
 from __future__ import annotations
 
 import typing as t
+from dataclasses import replace
 
 from sqlglot import exp
 
 from dpsql._compile import domain, histogram, inline, keyjoin, perunit, preaggregate, source, truncate
 from dpsql._compile.nodes import PRINTED, Shared, alias, col, fn, name, select, subquery, table, verbatim
-from dpsql._compile.plan import KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
+from dpsql._compile.plan import Clipped, KeyDomain, PreAggregation, Relation, Statement, Subquery, Truncation
 from dpsql._sql import build
 
 if t.TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Compiler:
 
     def compile(self, st: Statement) -> Compiled:
         """The tree of ``st`` (``st`` built with ``target.shared_histogram``)."""
+        st = self.summed(st)
         values = source.named(st.source, self)
         if self.single_select and self.target.single_select \
                 and not (st.keys or st.subqueries or st.histogram or st.domain is not None or st.dropped):
@@ -81,6 +83,23 @@ class Compiler:
             top = preaggregate.report(top)
         top.set("with_", exp.With(expressions=ctes))
         return Compiled(self.finish(top), domain_table)
+
+    def summed(self, st: Statement) -> Statement:
+        """``st`` with each exact sum of a signed integer column's clip written ``SUM(v)``: the
+        plan marks an exact sum of integers ``SUM(CAST(v AS BIGINT))`` (Spark's form sums it as
+        a DECIMAL(38, 0)), and DuckDB sums every signed integer type exactly into a HUGEINT,
+        where the cast cost 6% of a SUM over 10M rows. Only for a column read as it is, of a
+        catalog type whose clip by whole bounds stays that signed type or a BIGINT
+        (:func:`_integer_column`)."""
+        whole = {v.name for v in st.source.values if _integer_column(v)}
+        if not whole:
+            return st
+        stats = tuple(replace(s, expr=exp.Sum(this=s.expr.this.this.copy()))
+                      if isinstance(s.expr, exp.Sum) and isinstance(s.expr.this, exp.Cast)
+                      and s.expr.this.to.this == exp.DataType.Type.BIGINT
+                      and isinstance(s.expr.this.this, exp.Column) and not s.expr.this.this.table
+                      and s.expr.this.this.name in whole else s for s in st.stats)
+        return replace(st, stats=stats)
 
     def single(self, st: Statement, values: dict[str, exp.Expression]) -> exp.Select:
         """The ungrouped statement with nothing joined: over the FROM chain with the values
@@ -202,6 +221,17 @@ class Compiler:
         node = next(n for n in tree.find_all(exp.Table) if n.name == compiled.domain_table.name)
         node.replace(domain.values(zip(*keys.texts), len(keys.types), compiled.domain_table.name))
         return self.sql(tree)
+
+
+#: signed integer types: DuckDB's clip of one by whole bounds (below 2^62) is a signed integer
+#: type of at most 64 bits, whose SUM is an exact HUGEINT
+_SIGNED = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT"})
+
+
+def _integer_column(v: t.Any) -> bool:
+    """Whether a value column is a signed integer column, read as it is, clipped by whole bounds."""
+    return isinstance(v, Clipped) and isinstance(v.arg, exp.Column) and (v.dtype or "").upper() in _SIGNED \
+        and float(v.lower).is_integer() and float(v.upper).is_integer() and max(abs(v.lower), abs(v.upper)) <= 2.0**62
 
 
 #: compiler classes by target name (:func:`register`)

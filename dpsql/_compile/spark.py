@@ -83,6 +83,11 @@ class SparkCompiler(Compiler):
         DuckDB's CAST does; Spark's CAST truncates."""
         return exp.Cast(this=fn("RINT", x), to=_BIGINT.copy())
 
+    def summed(self, st: Statement) -> Statement:
+        """``st`` as it is: Spark's SUM of an integer is a BIGINT that can overflow, and the
+        plan's ``SUM(CAST(v AS BIGINT))`` is what its exact DECIMAL(38, 0) form rewrites."""
+        return st
+
     def once(self, x: exp.Expression) -> exp.Expression:
         """The operand as a tree: Spark's :meth:`finish` rewrites forms throughout the tree."""
         return x
