@@ -17,6 +17,7 @@ import pytest
 
 import dpsql
 from dpsql._plan import keys
+from dpsql._plan import rewrite as rewrite_module
 from tests.conftest import demo_policy
 
 COLUMNS = {
@@ -39,6 +40,13 @@ def _setup(con: duckdb.DuckDBPyConnection) -> None:
                 "(NULL, 'nan', NULL, NULL, -0.25, '', NULL, NULL, 2), "
                 "(99, 7, '1999-01-01', NULL, 3, 'zz', FALSE, NULL, 3)")
     con.execute("CREATE TABLE __domain AS SELECT 'not the domain' AS __k0")  # a user's table of that name
+
+
+@pytest.fixture(autouse=True)
+def _handed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every domain handed over as a table here, however small (a small one is otherwise written
+    in as ``VALUES``: tests/test_key_domain_inline.py)."""
+    monkeypatch.setattr(rewrite_module, "INLINE_KEYS", 0)
 
 
 @pytest.fixture(scope="module")

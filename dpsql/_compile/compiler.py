@@ -217,10 +217,18 @@ class Compiler:
         """The statement with the domain handed over as data written in as ``VALUES`` (on a
         copy of the tree: a prepared statement may be shared by threads)."""
         assert compiled.domain_table is not None
-        tree = compiled.tree.copy()
-        node = next(n for n in tree.find_all(exp.Table) if n.name == compiled.domain_table.name)
-        node.replace(domain.values(zip(*keys.texts), len(keys.types), compiled.domain_table.name))
-        return self.sql(tree)
+        return self.sql(self.inlined(Compiled(compiled.tree.copy(), compiled.domain_table), keys).tree)
+
+    def inlined(self, compiled: Compiled, keys: KeyDomain) -> Compiled:
+        """``compiled`` with its domain written in as ``VALUES``, in place (a tree not yet
+        shared), and no table to hand over."""
+        assert compiled.domain_table is not None
+        name_ = compiled.domain_table.name
+        node = compiled.domain_table if compiled.domain_table.parent is not None and \
+            compiled.domain_table.root() is compiled.tree else \
+            next(n for n in compiled.tree.find_all(exp.Table) if n.name == name_)
+        node.replace(domain.values(zip(*keys.texts), len(keys.types), name_))
+        return Compiled(compiled.tree)
 
 
 #: signed integer types: DuckDB's clip of one by whole bounds (below 2^62) is a signed integer
