@@ -24,10 +24,10 @@ from dpsql._compile.clip import fixed_point
 from dpsql._compile.compiler import Compiler
 from dpsql._compile.spark import SparkCompiler
 from dpsql._compile.target import DUCKDB, SPARK
+from dpsql._plan.rewrite import rewrite
 from dpsql._policy.policy import load_policy
 from dpsql._privacy import grid
 from dpsql._privacy.noise import NoiseSource, grid_exponent
-from dpsql._plan.rewrite import rewrite
 from dpsql._query.pipeline import prepare
 from dpsql.admin import bruteforce
 from dpsql.backends.duck import DuckDBEngine

@@ -94,6 +94,10 @@ class Shared(exp.Expression):
         return node
 
 
+#: DuckDB's generator class (a class attribute of its dialect, which mypy cannot take as a base)
+_DUCKDB_GENERATOR: t.Any = DuckDB.Generator
+
+
 class PRINTED(DuckDB):
     """DuckDB's dialect, that prints a :class:`Shared` subtree once per statement.
 
@@ -102,7 +106,7 @@ class PRINTED(DuckDB):
     'CASE WHEN x * 2 < 0 THEN 0 ELSE x * 2 END'
     """
 
-    class Generator(DuckDB.Generator):
+    class Generator(_DUCKDB_GENERATOR):
         TRANSFORMS = {**DuckDB.Generator.TRANSFORMS, Shared: lambda self, e: e.meta["printed"].sql(self)}
 
 
