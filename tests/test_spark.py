@@ -88,6 +88,8 @@ VISITS_QUERIES = [
     "SELECT DP_COUNT(*) FROM visits WITH (epsilon = 1)",
     "SELECT DP_SUM(cost) FROM visits WITH (epsilon = 1)",
     "SELECT ward, DP_COUNT(*), DP_MEAN(stay) FROM visits GROUP BY ward WITH (epsilon = 1)",
+    # a sum and a mean of one column: one value column, its partials re-weighted per unit
+    "SELECT ward, DP_SUM(cost), DP_MEAN(cost) FROM visits GROUP BY ward WITH (epsilon = 1)",
     "SELECT ward, DP_COUNT(*) FROM visits GROUP BY ward WITH (epsilon = 1, delta = 1e-6)",
     "SELECT DP_COUNT(DISTINCT patient_id), DP_COUNT(DISTINCT ward) FROM visits WITH (epsilon = 1)",
     "WITH per AS (SELECT patient_id, count(*) AS n, sum(cost) AS spend FROM visits GROUP BY patient_id) "
