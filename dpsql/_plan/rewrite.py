@@ -230,13 +230,18 @@ def identical(a: t.Any, b: t.Any) -> bool:
     if isinstance(a, exp.Expression):
         if hash(a) != hash(b):
             return False
-        keys = {k for k, x in a.args.items() if x not in (None, [], False)}
-        if keys != {k for k, x in b.args.items() if x not in (None, [], False)}:
+        keys = {k for k, x in a.args.items() if not _unset(x)}
+        if keys != {k for k, x in b.args.items() if not _unset(x)}:
             return False
         return all(identical(a.args[k], b.args[k]) for k in keys)
     if isinstance(a, list):
         return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b))
     return bool(a == b)
+
+
+def _unset(x: t.Any) -> bool:
+    """An argument sqlglot treats as absent: None, False or an empty list (never 0 or "")."""
+    return x is None or x is False or (isinstance(x, list) and not x)
 
 
 def _value(prep: "Prepared") -> Value:
