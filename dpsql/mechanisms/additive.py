@@ -61,7 +61,7 @@ Exact sums (:mod:`dpsql.mechanisms.fixed`; Casacuberta, Shoemate, Vadhan, Wagama
     every floating-point step and is the clip), and COUNT(d), SUM(d) and SUM(d·d) are exact
     (HUGEINT in DuckDB, DECIMAL(38, 0) in Spark). The table holds with the bounds of the
     integers, L' = centre + A·2^g and U' = centre + B·2^g, at most one step 2^g ≤ 2^−30·r
-    (SUM: 2^−30·max(|L|, |U|)) outside [L, U]: SUM's d are the steps of the values (centre
+    (SUM: 2^−30·max(|L|, |U|); MEAN on SUM's grid: 2^−30·(U − L)) outside [L, U]: SUM's d are the steps of the values (centre
     0); VAR's are centred in SQL (d ∈ [−R, R], r' = R·2^g); MEAN's are SUM's where that grid is
     at most one step coarser than the centred one (bounds near 0 relative to their width: then
     SUM(x) and AVG(x) read one column and one sum), else centred like VAR's; MEAN's and SUM's of
