@@ -55,3 +55,28 @@ def test_both_forms_give_the_same_statistics(monkeypatch: pytest.MonkeyPatch) ->
             sorted(con.engine.statistics(handed.statement, handed.arrow_tables)[1])
     finally:
         con.close()
+
+
+NASTY = ["it's", "a\\b", "x'); SELECT * FROM t; --", "line\nbreak", "tab\there", "$$dollar$$", "ünï, code", "",
+         "' OR '1'='1", "\\'", "end\\"]
+
+
+def test_string_keys_written_in_read_back_as_themselves() -> None:
+    """Keys written into the statement are literals sqlglot's DuckDB quoting makes of them:
+    whatever a key holds, it reads back as itself and nothing else is read."""
+    pol = demo_policy(epsilon=1000.0)
+    pol["tables"]["t"] = {"columns": {"x": {"lower": 0, "upper": 10}, "s": {"keys": NASTY}}}
+
+    def setup(raw: duckdb.DuckDBPyConnection) -> None:
+        raw.execute("CREATE TABLE t AS SELECT UNNEST(?::VARCHAR[]) AS s, 1.0 AS x", [NASTY])
+
+    con = dpsql.connect(":memory:", pol, setup=setup)
+    try:
+        query = "SELECT s, DP_COUNT(*) FROM t GROUP BY s WITH (epsilon = 1)"
+        rewritten = con.prepare(query).rewritten
+        assert not rewritten.tables and "VALUES" in rewritten.statement
+        names, rows = con.engine.statistics(rewritten.statement)
+        assert sorted(r[0] for r in rows) == sorted(NASTY)
+        assert all(r[names.index("a0_n")] == 1 for r in rows)  # each key its own row, counted once
+    finally:
+        con.close()
