@@ -125,7 +125,7 @@ class FixedPoint:
         of one column read one integer column) where it is at most one step coarser than the
         centred grid, else :meth:`centred`. Both give the centred sum 2Σd − (A + B)·n the same
         range, r plus at most a step; the SUM's grid is refused only for bounds far from 0
-        relative to their width (its step would be coarser than 2^−30 of r).
+        relative to their width (its step would be more than twice the centred one's).
 
         >>> FixedPoint.of_mean(0.0, 100.0, False) == FixedPoint.values(0.0, 100.0, False)
         True
