@@ -231,3 +231,47 @@ def test_the_command_line_exits_130_with_one_line(tmp_path: Path, form: str) -> 
     assert "│ big   │ private │" in out and "│ n " not in out  # the -c after the cancelled one did not run
     budget = subprocess.run([*base, "--budget"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60)
     assert "spent ε=0.000" in budget.stdout and "no query has spent budget yet" in budget.stdout
+
+
+def test_a_ctrl_c_the_watcher_reads_late_is_not_the_next_querys(con: dpsql.Connection, monkeypatch) -> None:
+    """One Ctrl-C reaches the handler and the watcher thread, in either order. On a loaded
+    machine the handler can stop the query before the watcher wakes; the watcher must then not
+    take the signal's byte for a Ctrl-C on the next query (it raised QueryCancelled there, after
+    that query's charge). The watcher is held back here until the next query has been charged."""
+    watcher = cancel._watcher()
+    release, read = threading.Event(), threading.Event()
+    dispatch = watcher.dispatch
+
+    def late(data: bytes) -> None:
+        release.wait(10)
+        dispatch(data)
+        read.set()
+
+    monkeypatch.setattr(watcher, "dispatch", late)
+    prepare = dpsql.Connection.prepare
+
+    def ctrl_c_while_planning(self: dpsql.Connection, query: str, parsed: t.Any = None) -> t.Any:
+        prepared = prepare(self, query, parsed)
+        if "big" in query:
+            signal.raise_signal(signal.SIGINT)
+        return prepared
+
+    monkeypatch.setattr(dpsql.Connection, "prepare", ctrl_c_while_planning)
+    with pytest.raises(QueryCancelled, match="nothing was charged"):
+        con.sql(SLOW)
+    charge = con.ledger.charge
+
+    def charge_then_let_the_watcher_read(*args: t.Any, **kwargs: t.Any) -> t.Any:
+        entry = charge(*args, **kwargs)
+        release.set()
+        assert read.wait(10), "the watcher never read the byte"
+        return entry
+
+    monkeypatch.setattr(con.ledger, "charge", charge_then_let_the_watcher_read)
+    assert con.sql(FAST).columns == ["n"]  # not cancelled by the first query's Ctrl-C
+    assert len(con.budget.history) == 1 and watcher.barriers == 0
+    monkeypatch.undo()
+    sent = interrupt_after(0.5, "kill", con)  # the watcher still cancels the query after at once
+    with pytest.raises(QueryCancelled):
+        con.sql(SLOW)
+    assert time.monotonic() - sent[0] < 2.0

@@ -15,6 +15,9 @@ bare ``RuntimeError("Query interrupted")``. Here the signal is acted on when it 
   :class:`~dpsql.errors.QueryCancelled`;
 * the Python-level SIGINT handler only records the signal (it raises nothing inside the
   engine's code); the previous handler and wakeup descriptor are put back afterwards.
+* one Ctrl-C reaches both the handler and the watcher, in either order: a query that saw one
+  writes a marker to the socket when it ends, and the watcher drops SIGINT bytes read before
+  that marker, so that a watcher slow to wake never cancels the query after.
 
 The budget is charged after the statistics ran. :meth:`Cancellation.hold` marks that point: a
 Ctrl-C before it cancels the query and nothing is charged; a Ctrl-C after it lets the charge
@@ -38,6 +41,9 @@ from dpsql.errors import QueryCancelled
 #: seconds between two calls of the engine's ``cancel()`` after Ctrl-C, until the query stops
 AGAIN = 0.25
 
+#: the byte a finished query writes to the wakeup socket after the SIGINTs it saw (no signal is 0)
+_BARRIER = 0
+
 
 class _Watcher:
     """The thread that reads the wakeup socket; one per process, started on first use."""
@@ -48,6 +54,9 @@ class _Watcher:
         self.pid = os.getpid()
         #: the Cancellation now active on the main thread, if any
         self.active: Cancellation | None = None
+        #: barriers written and not yet read: SIGINT bytes before them belong to finished queries
+        self.barriers = 0
+        self._lock = threading.Lock()
         threading.Thread(target=self._run, name="dpsql-sigint", daemon=True).start()
 
     def _run(self) -> None:
@@ -58,14 +67,35 @@ class _Watcher:
                 return
             if not data:
                 return
-            active = self.active
-            if active is None:
+            self.dispatch(data)
+
+    def dispatch(self, data: bytes) -> None:
+        """Act on bytes read from the wakeup socket: a SIGINT cancels the active query, unless
+        it came before a :data:`_BARRIER` still unread (it was then seen by the handler of a query
+        already over); another signal's byte goes on to the descriptor it was meant for."""
+        for byte in data:
+            if byte == _BARRIER:
+                with self._lock:
+                    self.barriers -= 1
                 continue
-            if signal.SIGINT in data:
+            active = self.active
+            if byte != signal.SIGINT:
+                if active is not None:
+                    active.forward(bytes([byte]))
+            elif active is not None and not self.barriers:
                 active.signalled()
-            others = bytes(b for b in data if b != signal.SIGINT)
-            if others:  # another signal: its number goes on to the descriptor it was meant for
-                active.forward(others)
+
+    def barrier(self) -> None:
+        """A query that saw Ctrl-C is over: the SIGINT bytes still unread are its own, and are
+        dropped up to the marker written here (a watcher slow to wake would else cancel the next
+        query with them)."""
+        with self._lock:  # counted first: the watcher may read the marker before send() returns
+            self.barriers += 1
+        try:
+            self.writer.send(bytes([_BARRIER]))
+        except OSError:  # the buffer is full: the marker is not there to be read
+            with self._lock:
+                self.barriers -= 1
 
 
 _WATCHER: _Watcher | None = None
@@ -89,6 +119,8 @@ class Cancellation:
         #: Ctrl-C came after :meth:`hold`: the charge and the release went on
         self.late = False
         self._held = False
+        #: the SIGINT handler ran: the watcher may yet read that signal's byte, after this query
+        self._seen = False
         self._done = threading.Event()
         self._installed: tuple[t.Any, int, _Watcher | None, Cancellation | None] | None = None
 
@@ -119,11 +151,14 @@ class Cancellation:
                 watcher.active = outer
                 signal.set_wakeup_fd(old_fd)
             signal.signal(signal.SIGINT, previous)  # runs a signal still pending with ours first
+            if watcher is not None and self._seen:
+                watcher.barrier()
         if err is not None and self.fired and not self._held and not isinstance(err, QueryCancelled):
             # the engine's own failure (DuckDB's InterruptException, a Spark job cancelled)
             raise QueryCancelled() from None
 
     def _handler(self, signum: int, frame: t.Any) -> None:
+        self._seen = True
         self.signalled()
 
     def signalled(self) -> None:
