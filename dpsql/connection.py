@@ -92,6 +92,9 @@ class Connection:
             _refuse_test_noise(self.noise, ledger.path)
         #: recent plans by statement text (:meth:`prepare`)
         self._plans: OrderedDict[str, PreparedQuery] = OrderedDict()
+        #: recent statement texts found not to be zero-row probes: the answer depends on the
+        #: text, the policy and the catalog alone, so the text is not parsed again to ask
+        self._not_probes: OrderedDict[str, None] = OrderedDict()
         #: whether the DuckDB connection was the caller's (``connect(duckdb_connection, ...)``):
         #: locking it down locked the caller's whole DuckDB instance; the repr says so
         self.locked_caller_connection = False
@@ -218,10 +221,17 @@ class Connection:
         catalog = answer(self, query)
         if catalog is not None:
             return catalog, None
-        parsed = parse_if_probe_like(query)  # parsed once: the tree goes on to prepare()
-        empty = answer_probe(query, self.policy, self.engine, parsed) if parsed is not None else None
-        if empty is not None:
-            return Result(table=empty, notes=[NOTE]), None
+        parsed = None
+        if query in self._not_probes:
+            self._not_probes.move_to_end(query)
+        else:
+            parsed = parse_if_probe_like(query)  # parsed once: the tree goes on to prepare()
+            empty = answer_probe(query, self.policy, self.engine, parsed) if parsed is not None else None
+            if empty is not None:
+                return Result(table=empty, notes=[NOTE]), None
+            self._not_probes[query] = None
+            if len(self._not_probes) > PLANS_KEPT:
+                self._not_probes.popitem(last=False)
         prepared = self.prepare(query, parsed)
         if prepared.explain:
             import pyarrow as pa

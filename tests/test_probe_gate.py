@@ -217,3 +217,30 @@ def test_a_query_with_a_where_clause_is_parsed_once(monkeypatch) -> None:
         assert len(calls) == 2
     finally:
         c.close()
+
+
+def test_a_statement_run_again_is_not_parsed_again_and_a_probe_stays_a_probe(monkeypatch) -> None:
+    """Whether a text is a probe depends on the text, the policy and the catalog alone: a text
+    found not to be one is not parsed again to ask (its plan is kept too), while a probe's text
+    is answered as a probe every time (``explain`` refuses it: it is no DP query)."""
+    from dpsql._sql import dialect
+
+    c = _con()
+    calls = []
+    real = dialect.parse
+    monkeypatch.setattr(dialect, "parse", lambda text, *a, **k: calls.append(text) or real(text, *a, **k))
+    query = "SELECT DP_COUNT(*) FROM adult WHERE age > 30 WITH (epsilon = 0.1)"
+    probe = "SELECT age, sex FROM adult LIMIT 0"
+    try:
+        c.sql(query)
+        c.sql(query)
+        assert calls == [query]
+        with pytest.raises(dpsql.PrivacyError):
+            c.explain(probe)
+        charged = len(c.budget.history)
+        for _ in range(2):
+            table = c.sql(probe).arrow()
+            assert table.num_rows == 0 and table.column_names == ["age", "sex"]
+        assert len(c.budget.history) == charged  # answered as a probe: nothing charged
+    finally:
+        c.close()
