@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import typing as t
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dpsql"
@@ -42,19 +43,23 @@ MESSAGES = {
 }
 
 
-def _sites(root: Path = PACKAGE) -> list[tuple[str, str, int, ast.JoinedStr]]:
-    """(module, literal text with {} for each value, line, node) of every f-string with SQL words."""
-    out = []
+def _nodes(root: Path) -> t.Iterator[tuple[str, ast.AST]]:
+    """(module, node) of every node of every module under ``root``."""
     for path in sorted(root.rglob("*.py")):
         module = path.relative_to(root).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.JoinedStr):
-                continue
-            literal = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
-            if SQL.search(literal):
-                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
-                out.append((module, text, node.lineno, node))
-    return out
+            yield module, node
+
+
+def _text(node: ast.JoinedStr) -> str:
+    """An f-string's literal parts, with {} for each value."""
+    return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+
+
+def _sites(root: Path = PACKAGE) -> list[tuple[str, str, int, ast.JoinedStr]]:
+    """(module, literal text with {} for each value, line, node) of every f-string with SQL words."""
+    return [(module, _text(node), node.lineno, node) for module, node in _nodes(root)
+            if isinstance(node, ast.JoinedStr) and SQL.search(_text(node).replace("{}", ""))]
 
 
 def _builds_sql(module: str, text: str) -> bool:
@@ -80,17 +85,13 @@ def _handed_to_a_parser(root: Path = PACKAGE) -> list[str]:
     templates."""
     runs = {"parse_one", "parse", "maybe_parse", "execute", "sql", "condition", "verbatim", "Anonymous"}
     out = []
-    for path in sorted(root.rglob("*.py")):
-        module = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call):
-                continue
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            for arg in node.args if name in runs else ():
-                if isinstance(arg, ast.JoinedStr):
-                    literal = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in arg.values)
-                    if SQL.search(literal) and not _builds_sql(module, literal):
-                        out.append(f"{module}:{node.lineno}")
+    for module, node in _nodes(root):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        for arg in node.args if name in runs else ():
+            if isinstance(arg, ast.JoinedStr) and SQL.search(_text(arg)) and not _builds_sql(module, _text(arg)):
+                out.append(f"{module}:{node.lineno}")
     return out
 
 
