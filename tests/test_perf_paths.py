@@ -356,3 +356,54 @@ def test_the_quantile_column_release_is_the_group_by_group_release(con: dpsql.Co
     noise = SeededNoise(3)
     one_by_one = [prep.release(g, noise) for g in groups]
     assert isinstance(out, ReleasedColumn) and list(out) == one_by_one
+
+
+_KEYS_OF = {
+    "BIGINT": [3, None, -7, 3, 0, 2**40],
+    "DOUBLE": [2.5, math.nan, None, -0.5, float("inf"), -float("inf"), 2.5],
+    "DECIMAL(15,2)": [None, "10.25", "-3.10", "0.00", "10.25"],
+    "VARCHAR": ["b", None, "", "Z", "é", "a", "ab", "b"],
+    "DATE": ["1998-09-02", None, "1992-01-01", "1998-09-02"],
+    "TIMESTAMP": ["2020-01-01 00:00:01", None, "2019-12-31 23:59:59"],
+    "BOOLEAN": [True, None, False, True],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_KEYS_OF))
+def test_keys_sorted_in_arrow_come_in_duckdbs_order_by(kind: str) -> None:
+    """A query ordered by its keys is sorted in the release, not by the engine
+    (:func:`dpsql._sql.postprocess.renamed_columns`); for every key type it admits, that order is
+    DuckDB's ``ORDER BY`` (NULLs last, NaN above every number), alone and under a second key."""
+    import duckdb
+
+    from dpsql._query.pipeline import key_order_arrays
+    from dpsql._sql.postprocess import _SORTED_ALIKE
+
+    assert kind.split("(")[0] in _SORTED_ALIKE
+    values = _KEYS_OF[kind]
+    scratch = duckdb.connect()
+    scratch.execute(f"CREATE TABLE t AS SELECT CAST(v AS {kind}) AS k0, i % 2 AS k1 "
+                    "FROM unnest(?) WITH ORDINALITY AS u(v, i)", [[None if v is None else str(v) for v in values]])
+    keys = scratch.sql("SELECT k0, k1 FROM t").to_arrow_table()
+    for n in (1, 2):
+        names = ", ".join(f"k{j}" for j in range(n))
+        want = scratch.execute(f"SELECT {names} FROM t ORDER BY {names}").fetchall()
+        order = key_order_arrays([keys.column(j).combine_chunks() for j in range(n)]).to_pylist()
+        got = [tuple(keys.column(j)[i].as_py() for j in range(n)) for i in order]
+        assert repr(got) == repr(want)  # repr: NaN equals NaN, and 0 does not equal False
+        assert got != [tuple(keys.column(j)[i].as_py() for j in range(n)) for i in range(len(values))]
+
+
+def test_a_query_ordered_by_its_keys_is_sorted_in_the_release_and_comes_in_that_order(seeded_demo) -> None:
+    """ORDER BY the keys takes the release's own sort; any other order goes through the engine.
+    Both give the keys in the same order."""
+    con = seeded_demo(12)
+    fast = "SELECT race, sex, DP_COUNT(*) FROM adult GROUP BY race, sex ORDER BY race, sex"
+    assert con.prepare(fast + " WITH (epsilon = 1)").bound.outer_columns is not None
+    slow = fast + " LIMIT 1000"
+    assert con.prepare(slow + " WITH (epsilon = 1)").bound.outer_columns is None
+    assert con.prepare(fast.replace("ORDER BY race, sex", "ORDER BY sex, race")
+                       + " WITH (epsilon = 1)").bound.outer_columns is None
+    rows = [con.sql(q + " WITH (epsilon = 1)").fetchall() for q in (fast, slow)]
+    assert [r[:2] for r in rows[0]] == [r[:2] for r in rows[1]] == sorted(r[:2] for r in rows[0])
+    assert len(rows[0]) == 10

@@ -35,7 +35,7 @@ from dpsql._sql.intervals import derive_argument
 from dpsql._sql.joins import JoinContext, ReadPublic, check_used, qualified
 from dpsql._sql.keysource import KeySource, key_sources
 from dpsql._sql.options import Options, parse_options
-from dpsql._sql.postprocess import build_outer
+from dpsql._sql.postprocess import build_outer, renamed_columns
 from dpsql._sql.relation import Relation
 from dpsql._sql.scope import (
     Catalog,
@@ -277,9 +277,6 @@ def _bind_select(
                                policy_types(policy, catalog))
 
     outer, names = build_outer(select, index_of, user_groups, rel, [a.label for a in aggregates])
-    trivial = not any(select.args.get(k) for k in ("having", "order", "limit", "offset")) and all(
-        isinstance(p.this, exp.Column) for p in outer.expressions
-    )
     return Bound(
         query=select,
         options=options,
@@ -295,7 +292,7 @@ def _bind_select(
         aggregates=aggregates,
         outer=outer,
         output_names=names,
-        outer_columns=[p.this.name for p in outer.expressions] if trivial else None,
+        outer_columns=renamed_columns(outer, group_types),
         unit=rel.unit,
         per_unit=rel.per_unit,
         joins=list(rel.joins),

@@ -148,6 +148,44 @@ def build_outer(
     return outer, names
 
 
+#: Key types whose order DuckDB's ORDER BY and Arrow's sort agree on: numbers (NaN above every
+#: number), text by its bytes, dates, times and truth values, NULLs last in both.
+_SORTED_ALIKE = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT", "FLOAT", "DOUBLE", "DECIMAL", "VARCHAR", "DATE", "TIMESTAMP", "BOOLEAN")
+
+
+def renamed_columns(outer: exp.Select, key_types: t.Sequence[str]) -> list[str] | None:
+    """The ``__noisy`` columns ``outer`` selects, in order, when all it does is rename them and
+    sort by the keys in their own order (what the release does without a round trip through
+    an engine); None when it does more: HAVING, LIMIT, an expression, another order.
+
+    >>> import sqlglot
+    >>> q = lambda s: sqlglot.parse_one(s, read="duckdb")
+    >>> renamed_columns(q('SELECT __k0 AS "a", __a0 AS "n" FROM __noisy ORDER BY __k0'), ["VARCHAR"])
+    ['__k0', '__a0']
+    >>> renamed_columns(q('SELECT __k0 AS "a" FROM __noisy ORDER BY __k0 DESC'), ["VARCHAR"]) is None
+    True
+    >>> renamed_columns(q('SELECT __k0 AS "a" FROM __noisy ORDER BY __k0'), ["INTERVAL"]) is None
+    True
+    >>> renamed_columns(q('SELECT __a0 + 1 AS "a" FROM __noisy'), []) is None
+    True
+    """
+    if any(outer.args.get(k) for k in ("where", "having", "limit", "offset")):
+        return None
+    if not all(isinstance(p.this if isinstance(p, exp.Alias) else p, exp.Column) for p in outer.expressions):
+        return None
+    order = outer.args.get("order")
+    if order is not None:
+        names = build.keys(len(key_types))
+        for j, o in enumerate(order.expressions):
+            if not (j < len(names) and isinstance(o.this, exp.Column) and o.this.name == names[j]
+                    and not o.args.get("desc") and not o.args.get("nulls_first")):
+                return None
+        if not all(kind.split("(")[0].split(" ")[0] in _SORTED_ALIKE for kind in key_types):
+            return None
+    return [(p.this if isinstance(p, exp.Alias) else p).name for p in outer.expressions]
+
+
 def _projections(select: exp.Select, replace: _Replacer,
                  labels: dict[int, str]) -> tuple[list[exp.Expression], list[str]]:
     """The select list over ``__noisy``, each expression made total under its output name, and
