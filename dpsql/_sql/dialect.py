@@ -32,7 +32,7 @@ from sqlglot.tokens import TokenType
 from dpsql._sql.depth import nested_refused
 from dpsql._sql.numbers import retokenize
 from dpsql._sql.statistics import Statistic
-from dpsql.errors import ParseError
+from dpsql.errors import Error, ParseError
 
 __all__ = [
     "DPSQL",
@@ -476,3 +476,32 @@ def check_form(stmt: DPQuery) -> None:
 def to_sql(node: exp.Expression) -> str:
     """Render a node in the dpsql dialect (round trip of :func:`parse`)."""
     return node.sql(dialect=DPSQL)
+
+
+#: What dpsql says when sqlglot's compiled build is installed (see :func:`check_build`).
+COMPILED_SQLGLOT = ("sqlglot's compiled build (the package sqlglotc, which sqlglot[c] installs) is in this "
+                    "Python environment, and dpsql's SQL dialect extends sqlglot's classes, which that build "
+                    "does not allow: run pip uninstall sqlglotc")
+
+
+def check_build(make: t.Callable[[], t.Any] = lambda: DPSQL().parser()) -> None:
+    """Refuse sqlglot's compiled build in one line. ``sqlglotc`` compiles sqlglot's parser and
+    generator so that no Python class may extend them, and this dialect is such an extension:
+    without this check the first query fails with "interpreted classes cannot inherit from
+    compiled", which names neither the cause nor the fix. ``make``: what is built to find out.
+
+    >>> check_build()
+    >>> def compiled(): raise TypeError("interpreted classes cannot inherit from compiled")
+    >>> check_build(compiled)
+    Traceback (most recent call last):
+    dpsql.errors.Error: sqlglot's compiled build (the package sqlglotc, ...
+    """
+    try:
+        make()
+    except TypeError as err:
+        if "compiled" in str(err):
+            raise Error(COMPILED_SQLGLOT) from None
+        raise
+
+
+check_build()
