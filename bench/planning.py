@@ -111,9 +111,6 @@ def profile(con: t.Any, query: str, runs: int) -> None:
         prepare(query, con.policy, con.engine)
     prof.disable()
     pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
-    import os
-    if os.environ.get("CALLERS"):
-        pstats.Stats(prof).print_callers(os.environ["CALLERS"])
 
 
 def main(argv: list[str] | None = None) -> int:
