@@ -27,9 +27,10 @@ from dpsql._compile.domain import typed_keys, values
 from dpsql._compile.histogram import counted, histogram
 from dpsql._compile.inline import inlined
 from dpsql._compile.keyjoin import key_join
+from dpsql._compile.operands import operands_once
 from dpsql._compile.nodes import PRINTED, col, table
 from dpsql._compile.perunit import Aggregate
-from dpsql._compile.plan import Clipped, Column, PreAggregation, Relation, Source, Stat, Subquery, Truncation
+from dpsql._compile.plan import Clipped, Column, Fixed, PreAggregation, Relation, Source, Stat, Subquery, Truncation
 from dpsql._compile.preaggregate import dropped, preaggregate, report
 from dpsql._compile.reweight import reweight
 from dpsql._compile.source import source
@@ -41,7 +42,7 @@ from dpsql.mechanisms.fixed import FixedPoint
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "compile"
-RULES = ["source", "clip", "truncate", "preaggregate", "reweight", "histogram", "keyjoin", "inline", "domain"]
+RULES = ["source", "operands", "clip", "truncate", "preaggregate", "reweight", "histogram", "keyjoin", "inline", "domain"]
 
 
 class Domain(t.NamedTuple):
@@ -61,11 +62,11 @@ _JOIN = 'JOIN "memory"."main"."codes" AS __j1 ON TRY_CAST(__t."code" AS BIGINT) 
 NAMESPACE: dict[str, t.Any] = {
     "exp": exp, "parse": parse, "col": col, "table": table, "clip": clip, "fixed_point": fixed_point,
     "FixedPoint": FixedPoint, "truncate": truncate, "Truncation": Truncation, "source": source,
-    "Source": Source, "Column": Column, "Clipped": Clipped, "Relation": Relation, "histogram": histogram,
+    "Source": Source, "Column": Column, "Clipped": Clipped, "Fixed": Fixed, "Relation": Relation, "histogram": histogram,
     "counted": counted, "Values": Values, "key_join": key_join, "Subquery": Subquery, "inlined": inlined,
     "Stat": Stat, "typed_keys": typed_keys, "values": values, "Domain": Domain,
     "preaggregate": preaggregate, "PreAggregation": PreAggregation, "Aggregate": Aggregate, "dropped": dropped,
-    "report": report, "reweight": reweight,
+    "report": report, "reweight": reweight, "operands_once": operands_once,
     "duck": Compiler(DUCKDB), "spark": SparkCompiler(SPARK),
     "relation": Relation(_PEOPLE, (), '"memory"."main"."people" AS __t'),
     "joined": Relation(_PEOPLE, tuple(parse("SELECT 1 FROM __t " + _JOIN).args["joins"]),

@@ -5,7 +5,8 @@ on a fixed-point grid, or as it is: :mod:`dpsql._compile.clip`) and inner argume
 privacy unit when one is needed: for an id unit ``__u`` and the hash of the whole row ``__h``
 (of the private table's row and of every joined row), then truncated
 (:mod:`dpsql._compile.truncate`), or ``__u`` alone, then pre-aggregated
-(:mod:`dpsql._compile.preaggregate`); for a row unit counted by units, ``HASH(__t) AS __u``. With
+(:mod:`dpsql._compile.preaggregate`); for a row unit counted by units, ``HASH(__t) AS __u``. A
+guarded operand is computed once, beneath (:mod:`dpsql._compile.operands`). With
 nothing else to read (``DP_COUNT(*)`` alone) the one column is ``TRUE AS __row``. Every column
 of the table is read as ``__t."name"`` (the binder's work): no name a user writes reaches it.
 Fixtures: ``fixtures/compile/source.sql``.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql._compile import clip
+from dpsql._compile import clip, operands
 from dpsql._compile.nodes import Forms, alias, select
 from dpsql._compile.plan import Clipped, Fixed, Source, Value
 from dpsql._sql import build
@@ -70,7 +71,7 @@ def unbounded(src: Source, compiler: Forms, values: dict[str, exp.Expression] | 
         projections.append(alias(compiler.row_hash((build.BASE,)), build.UNIT))
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
         projections.append(alias(exp.Boolean(this=True), build.ROW))
-    return rows_only(src, compiler, projections)
+    return operands.operands_once(rows_only(src, compiler, projections))
 
 
 def rows_only(src: Source, compiler: Forms, projections: list[exp.Expression]) -> exp.Select:
