@@ -400,6 +400,8 @@ def test_a_query_ordered_by_its_keys_is_sorted_in_the_release_and_comes_in_that_
     con = seeded_demo(12)
     fast = "SELECT race, sex, DP_COUNT(*) FROM adult GROUP BY race, sex ORDER BY race, sex"
     assert con.prepare(fast + " WITH (epsilon = 1)").bound.outer_columns is not None
+    unordered = fast.replace(" ORDER BY race, sex", "")
+    assert con.prepare(unordered + " WITH (epsilon = 1)").bound.outer_columns is not None  # key order too
     slow = fast + " LIMIT 1000"
     assert con.prepare(slow + " WITH (epsilon = 1)").bound.outer_columns is None
     assert con.prepare(fast.replace("ORDER BY race, sex", "ORDER BY sex, race")

@@ -163,6 +163,8 @@ def renamed_columns(outer: exp.Select, key_types: t.Sequence[str]) -> list[str] 
     >>> q = lambda s: sqlglot.parse_one(s, read="duckdb")
     >>> renamed_columns(q('SELECT __k0 AS "a", __a0 AS "n" FROM __noisy ORDER BY __k0'), ["VARCHAR"])
     ['__k0', '__a0']
+    >>> renamed_columns(exp.select("__k0").from_("__noisy").order_by(exp.column("__k0")), ["DATE"])
+    ['__k0']
     >>> renamed_columns(q('SELECT __k0 AS "a" FROM __noisy ORDER BY __k0 DESC'), ["VARCHAR"]) is None
     True
     >>> renamed_columns(q('SELECT __k0 AS "a" FROM __noisy ORDER BY __k0'), ["INTERVAL"]) is None
@@ -178,7 +180,8 @@ def renamed_columns(outer: exp.Select, key_types: t.Sequence[str]) -> list[str] 
     if order is not None:
         names = build.keys(len(key_types))
         for j, o in enumerate(order.expressions):
-            if not (j < len(names) and isinstance(o.this, exp.Column) and o.this.name == names[j]
+            term = o.this if isinstance(o, exp.Ordered) else o  # the keys' own order: bare columns
+            if not (j < len(names) and isinstance(term, exp.Column) and term.name == names[j]
                     and not o.args.get("desc") and not o.args.get("nulls_first")):
                 return None
         if not all(kind.split("(")[0].split(" ")[0] in _SORTED_ALIKE for kind in key_types):
