@@ -45,7 +45,7 @@ def test_operands_computed_once_give_the_rows_of_the_clip_written_out(con, query
     text = query + " WITH (epsilon = 1)"
     once = con.prepare(text).rewritten.sql
     assert operands.OPERANDS in once  # a guarded operand was split off: the test compares two forms
-    monkeypatch.setattr(source.operands, "operands_once", lambda rows: rows)
+    monkeypatch.setattr(source.operands, "operands_once", lambda rows, guarded: rows)
     other = dpsql.connect(":memory:", POLICY, setup=lambda d: d.execute(f"CREATE TABLE r AS {ROWS}"))
     written = other.prepare(text).rewritten.sql
     other.close()

@@ -12,12 +12,15 @@ SELECT over the FROM chain, and the clip reads that column::
 
 The rows, their values and their order are the same; only the work changes. An operand is
 found as the :class:`dpsql._compile.nodes.Shared` node the compiler writes a clip's operand as
-(DuckDB's compiler only: Spark's writes the tree itself, which this rule leaves alone), and a
-projection is split only when the operand is all it reads. Fixtures:
+(DuckDB's compiler only: Spark's writes the tree itself, which this rule leaves alone), in the
+values the source names as guarded, and a projection is split only when the operand is all it
+reads. Fixtures:
 ``fixtures/compile/operands.sql``.
 """
 
 from __future__ import annotations
+
+import typing as t
 
 from sqlglot import exp
 
@@ -28,17 +31,12 @@ OPERANDS = "__operands"
 OPERAND = "__o"
 
 
-def _guarded(node: Shared) -> bool:
-    return node.meta["printed"].tree.find(exp.Try) is not None
-
-
 def _split(projection: exp.Expression, names: dict[int, str], inner: list[exp.Expression]) -> exp.Expression | None:
     """``projection`` over the operand columns (each new operand added to ``inner`` under its
-    name), or None unless it is named, has a guarded operand and reads nothing else (a
+    name), or None unless it is named, holds an operand and reads nothing else (a
     :class:`Shared` node has no children: its tree is not walked)."""
     shared = list(projection.find_all(Shared))
-    if not (isinstance(projection, exp.Alias) and shared and all(_guarded(n) for n in shared)
-            and projection.find(exp.Column) is None):
+    if not (isinstance(projection, exp.Alias) and shared and projection.find(exp.Column) is None):
         return None
     out = projection.copy()
     for node in list(out.find_all(Shared)):
@@ -50,23 +48,24 @@ def _split(projection: exp.Expression, names: dict[int, str], inner: list[exp.Ex
     return out
 
 
-def operands_once(rows: exp.Select) -> exp.Select:
-    """``rows`` (a SELECT of named projections over the FROM chain) with each guarded operand
-    computed once, under the projections that read it; ``rows`` itself when it has none.
+def operands_once(rows: exp.Select, guarded: t.Collection[str]) -> exp.Select:
+    """``rows`` (a SELECT of named projections over the FROM chain) with the operands of the
+    projections named in ``guarded`` (the values whose argument holds a TRY) computed once,
+    under the projections that read them; ``rows`` itself when there is none to split.
 
     >>> from dpsql._compile.clip import clip
     >>> from dpsql._compile.nodes import PRINTED, table
     >>> x = exp.Try(this=exp.Mul(this=col("p", "__t"), expression=col("d", "__t")))
     >>> rows = select([alias(col("k", "__t"), "__k0"), alias(clip(x, 0, 9, "DOUBLE", Shared.of), "__v0")],
     ...               table("t", "__t"))
-    >>> operands_once(rows).sql(PRINTED)
+    >>> operands_once(rows, {"__v0"}).sql(PRINTED)
     'SELECT __k0, CASE WHEN __o0 < 0.0 THEN 0.0 WHEN __o0 > 9.0 THEN 9.0 ELSE __o0 END AS __v0 FROM (SELECT __t.k AS __k0, TRY(__t.p * __t.d) AS __o0 FROM t AS __t) AS __operands'
     """
     names: dict[int, str] = {}
     inner: list[exp.Expression] = []
     outer: list[exp.Expression] = []
     for projection in rows.expressions:
-        split = _split(projection, names, inner)
+        split = _split(projection, names, inner) if projection.alias in guarded else None
         if split is None:
             inner.append(projection)
             outer.append(col(projection.alias_or_name))

@@ -71,7 +71,9 @@ def unbounded(src: Source, compiler: Forms, values: dict[str, exp.Expression] | 
         projections.append(alias(compiler.row_hash((build.BASE,)), build.UNIT))
     if not projections:  # DP_COUNT(*) alone: the rows are all that is needed
         projections.append(alias(exp.Boolean(this=True), build.ROW))
-    return operands.operands_once(rows_only(src, compiler, projections))
+    rows = rows_only(src, compiler, projections)
+    guarded = [v.name for v in src.values if isinstance(v, (Clipped, Fixed)) and v.arg.find(exp.Try) is not None]
+    return operands.operands_once(rows, guarded) if guarded else rows
 
 
 def rows_only(src: Source, compiler: Forms, projections: list[exp.Expression]) -> exp.Select:
