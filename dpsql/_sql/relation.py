@@ -9,6 +9,7 @@ rewritten statement: columns are resolved here, once, against the levels below.
 
 from __future__ import annotations
 
+import functools
 import typing as t
 from dataclasses import dataclass, field, replace
 
@@ -48,6 +49,24 @@ class JoinContext:
 
 
 Columns = dict[str, exp.Expression | None]
+
+
+def base_columns(names: t.Iterable[str]) -> Columns:
+    """The columns ``names`` of the private table, each read as ``"__t"."name"``: a new dict
+    (the binder adds to it) of nodes built once per set of names and shared, never changed
+    (:meth:`Relation.column` hands out copies). Building them for every column of every table
+    a query names cost 7 µs a column at each plan.
+
+    >>> cols = base_columns(["age", "sex"])
+    >>> cols["age"].sql("duckdb"), cols is base_columns(["age", "sex"])
+    ('"__t"."age"', False)
+    """
+    return dict(_base_columns(tuple(names)))
+
+
+@functools.lru_cache(maxsize=512)
+def _base_columns(names: tuple[str, ...]) -> dict[str, exp.Expression]:
+    return {c: exp.column(c, table=BASE, quoted=True) for c in names}
 #: placeholder names of bound ``IN (SELECT ...)`` filters while an expression is checked
 _FROZEN = "__in"
 

@@ -29,7 +29,7 @@ from dpsql._sql.build import BASE, RESERVED_PREFIX
 from dpsql._sql.insubquery import public_in
 from dpsql._sql.joins import JoinContext, flat_map, qualified, resolve_from
 from dpsql._sql.links import link_unit, linked_source, reads_unit, selective
-from dpsql._sql.relation import Relation
+from dpsql._sql.relation import Relation, base_columns
 from dpsql._sql.suggest import did_you_mean
 from dpsql._sql.unitcount import clipped_counts, rows_bound
 from dpsql.errors import BindError, PolicyError, PrivacyError
@@ -189,7 +189,7 @@ def resolve_chain(
         unit = None if tp.privacy_unit == "row" else exp.column(tp.privacy_unit, table=BASE, quoted=True)
         # A row unit: one protected change is max_rows_per_unit rows (AddMaxRows(m)).
         rows = tp.max_rows_per_unit if tp.privacy_unit == "row" else 1
-        rel = Relation(tp, {c: exp.column(c, table=BASE, quoted=True) for c in cols}, alias, unit=unit, rows=rows,
+        rel = Relation(tp, base_columns(cols), alias, unit=unit, rows=rows,
                        public_in=public_in(lambda t: _declared(t, policy, catalog), catalog, database, policy))
         return _linked(rel, policy, catalog, database, jc) if tp.link is not None else rel
     if isinstance(item, exp.Subquery):
