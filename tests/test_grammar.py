@@ -123,3 +123,27 @@ def test_a_table_ended_by_with_parses_as_sqlglots_full_table_parse_does(sql: str
             return f"{type(err).__name__}: {err}"
 
     assert tree(DPSQL) == tree(Full)
+
+
+_PLAIN_FORMS = [
+    "SELECT sex, DP_MEAN(age, 0, 100) AS m FROM adult WHERE age > 30 AND NOT sex = 'x' GROUP BY sex "
+    "HAVING DP_COUNT(*) > 10 ORDER BY sex DESC LIMIT 3 OFFSET 1 WITH (epsilon = 1, delta = 1e-6)",
+    "SELECT DP_SUM(-x * 2 + (y - 1) / 3) FROM t WHERE z IS NULL OR z >= 2.5 WITH (mechanism = 'laplace')",
+    "SELECT DP_VAR(income), DP_COUNT(*), DP_QUANTILE(age, 0.5, 0, 100) FROM people WITH (epsilon = 1)",
+    "SELECT MAX(a), MIN(a), AVG(a), SUM(a), COUNT(a) FROM t",
+]
+
+
+@pytest.mark.parametrize("sql", [*_examples(), *_PLAIN_FORMS])
+def test_a_plain_tree_is_printed_without_a_copy_and_left_as_it_was(sql: str) -> None:
+    """:func:`dpsql._sql.dialect.plain` trees are printed without sqlglot's copy (the canonical
+    text, the aggregates' labels): printing leaves them unchanged and writes the same text."""
+    from dpsql._sql.dialect import DPSQL, plain
+
+    tree = parse(sql)
+    if not plain(tree):
+        assert sql not in _PLAIN_FORMS
+        return
+    before, text = repr(tree), tree.sql(dialect=DPSQL, copy=True)
+    assert tree.sql(dialect=DPSQL, copy=False) == text
+    assert repr(tree) == before

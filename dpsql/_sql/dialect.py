@@ -479,8 +479,34 @@ def check_form(stmt: DPQuery) -> None:
 
 
 def to_sql(node: exp.Expression) -> str:
-    """Render a node in the dpsql dialect (round trip of :func:`parse`)."""
-    return node.sql(dialect=DPSQL)
+    """Render a node in the dpsql dialect (round trip of :func:`parse`), without sqlglot's
+    defensive copy when the tree is :func:`plain`."""
+    return node.sql(dialect=DPSQL, copy=not plain(node))
+
+
+#: Node types that DuckDB's generator, and so this dialect's, prints without changing them (a
+#: generator may rewrite a node in place: an UNNEST's WITH ORDINALITY, a CONNECT BY, a date
+#: difference's unit). A SELECT is changed only when it holds CONNECT BY or SEQ functions,
+#: neither of which is listed.
+_PRINTED_AS_IS = frozenset({
+    exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star, exp.Literal,
+    exp.Alias, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Paren,
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.And, exp.Or, exp.Not, exp.Neg, exp.Is, exp.Null,
+    exp.Boolean, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Var,
+})
+
+
+def plain(tree: exp.Expression) -> bool:
+    """Whether ``tree`` holds only nodes that printing leaves as they are (the DP aggregates,
+    options and the statement node included): it may then be printed without a copy first,
+    most of the time of printing a small tree.
+
+    >>> plain(parse("SELECT sex, DP_MEAN(age, 0, 100) FROM adult WHERE age > 30 GROUP BY sex WITH (epsilon = 1)"))
+    True
+    >>> plain(parse("SELECT DP_COUNT(*) FROM (SELECT x FROM unnest([1]) WITH ORDINALITY AS u(x, i)) WITH (epsilon = 1)"))
+    False
+    """
+    return all(type(n) in _PLAIN for n in tree.walk())
 
 
 #: What dpsql says when sqlglot's compiled build is installed (see :func:`check_build`).
@@ -510,3 +536,7 @@ def check_build(make: t.Callable[[], t.Any] = lambda: DPSQL().parser()) -> None:
 
 
 check_build()
+
+
+#: :data:`_PRINTED_AS_IS` and this dialect's own nodes, printed by the functions above
+_PLAIN = _PRINTED_AS_IS | {DPQuery, DPOptions, DifferentialPrivacyClause, *DP_FUNCTIONS.values()}
