@@ -27,8 +27,8 @@ from dpsql._compile.domain import typed_keys, values
 from dpsql._compile.histogram import counted, histogram
 from dpsql._compile.inline import inlined
 from dpsql._compile.keyjoin import key_join
-from dpsql._compile.operands import operands_once
 from dpsql._compile.nodes import PRINTED, col, table
+from dpsql._compile.operands import operands_once
 from dpsql._compile.perunit import Aggregate
 from dpsql._compile.plan import Clipped, Column, Fixed, PreAggregation, Relation, Source, Stat, Subquery, Truncation
 from dpsql._compile.preaggregate import dropped, preaggregate, report
