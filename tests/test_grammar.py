@@ -136,9 +136,10 @@ _PLAIN_FORMS = [
 
 @pytest.mark.parametrize("sql", [*_examples(), *_PLAIN_FORMS])
 def test_a_plain_tree_is_printed_without_a_copy_and_left_as_it_was(sql: str) -> None:
-    """:func:`dpsql._sql.dialect.plain` trees are printed without sqlglot's copy (the canonical
+    """:func:`dpsql._sql.printing.plain` trees are printed without sqlglot's copy (the canonical
     text, the aggregates' labels): printing leaves them unchanged and writes the same text."""
-    from dpsql._sql.dialect import DPSQL, plain
+    from dpsql._sql.dialect import DPSQL
+    from dpsql._sql.printing import plain
 
     tree = parse(sql)
     if not plain(tree):

@@ -197,13 +197,13 @@ def _canonical(parsed: t.Any) -> str:
     name lower-cased, quoted or not), printed in one pass over a copy of the tree (printing may
     change the tree it prints: DuckDB's generator rewrites some forms, such as an UNNEST's WITH
     ORDINALITY, in place, and the binder must still see them), or over the tree itself when it
-    holds only nodes printed as they are (:func:`dpsql._sql.dialect.plain`).
+    holds only nodes printed as they are (:func:`dpsql._sql.printing.plain`).
 
     >>> from dpsql._sql import dialect
     >>> _canonical(dialect.parse('SELECT DP_COUNT(*) AS "N" FROM People WITH (epsilon = 1)'))
     'SELECT DP_COUNT(*) AS "n" FROM people'
     """
-    from dpsql._sql.dialect import plain
+    from dpsql._sql.printing import plain
 
     return _canonical_generator()(dialect=_dialect()).generate(parsed, copy=not plain(parsed))
 

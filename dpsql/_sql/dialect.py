@@ -32,7 +32,7 @@ from sqlglot.tokens import TokenType
 from dpsql._sql.depth import nested_refused
 from dpsql._sql.numbers import retokenize
 from dpsql._sql.statistics import Statistic
-from dpsql.errors import Error, ParseError
+from dpsql.errors import ParseError
 
 __all__ = [
     "DPSQL",
@@ -68,6 +68,7 @@ class DPAggregate(exp.AggFunc):
 
     #: what the mechanisms compute (``Statistic.COUNT``, ``Statistic.SUM``, ...)
     statistic: t.ClassVar[Statistic]
+    printed_as_is: t.ClassVar[bool] = True  # dpsql._sql.printing
     #: the arguments of most DP aggregates: ``x [, lower, upper]``, or ``x, bounds => 'auto'``
     #: (``bounds`` holds the string ``'auto'``: bounds found privately; never positional)
     arg_types = {"this": True, "lower": False, "upper": False, "bounds": False}
@@ -126,11 +127,15 @@ DP_FUNCTIONS: dict[str, type[DPAggregate]] = {
 class DPOptions(exp.Expression):
     """The trailing ``WITH (key = value, ...)`` clause; ``expressions`` are ``exp.EQ`` nodes."""
 
+    printed_as_is: t.ClassVar[bool] = True  # dpsql._sql.printing
+
     arg_types = {"expressions": True}
 
 
 class DPQuery(exp.Expression):
     """A parsed dpsql statement: ``this`` is the query, ``options`` the clause, ``explain`` a flag."""
+
+    printed_as_is: t.ClassVar[bool] = True  # dpsql._sql.printing
 
     # ``with_`` only exists transiently: a leading WITH clause parsed around the whole statement
     # is moved onto the query by :func:`parse`.
@@ -150,6 +155,8 @@ class DPQuery(exp.Expression):
 class DifferentialPrivacyClause(exp.Expression):
     """BigQuery's ``WITH DIFFERENTIAL_PRIVACY [OPTIONS (key = value, ...)]`` right after SELECT,
     kept as the SELECT's ``hint``; ``expressions`` are ``exp.EQ`` nodes (none without OPTIONS)."""
+
+    printed_as_is: t.ClassVar[bool] = True  # dpsql._sql.printing
 
     arg_types = {"expressions": False}
 
@@ -452,6 +459,7 @@ def own_scope(node: exp.Expression, select: exp.Select) -> bool:
     return parent is select
 
 
+
 def check_form(stmt: DPQuery) -> None:
     """Refuse (ParseError) a DP clause that is not the main SELECT's, a DP clause with a trailing
     ``WITH (...)`` too, and contribution bounds outside the main SELECT of a DP clause.
@@ -480,63 +488,13 @@ def check_form(stmt: DPQuery) -> None:
 
 def to_sql(node: exp.Expression) -> str:
     """Render a node in the dpsql dialect (round trip of :func:`parse`), without sqlglot's
-    defensive copy when the tree is :func:`plain`."""
+    defensive copy when the tree is :func:`dpsql._sql.printing.plain`."""
+    from dpsql._sql.printing import plain
+
     return node.sql(dialect=DPSQL, copy=not plain(node))
 
 
-#: Node types that DuckDB's generator, and so this dialect's, prints without changing them (a
-#: generator may rewrite a node in place: an UNNEST's WITH ORDINALITY, a CONNECT BY, a date
-#: difference's unit). A SELECT is changed only when it holds CONNECT BY or SEQ functions,
-#: neither of which is listed.
-_PRINTED_AS_IS = frozenset({
-    exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star, exp.Literal,
-    exp.Alias, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Paren,
-    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.And, exp.Or, exp.Not, exp.Neg, exp.Is, exp.Null,
-    exp.Boolean, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Var,
-})
+# sqlglot's compiled build cannot run this dialect: say so at once (dpsql._sql.compiled)
+from dpsql._sql.compiled import check_build  # noqa: E402 - needs DPSQL, defined above
 
-
-def plain(tree: exp.Expression) -> bool:
-    """Whether ``tree`` holds only nodes that printing leaves as they are (the DP aggregates,
-    options and the statement node included): it may then be printed without a copy first,
-    most of the time of printing a small tree.
-
-    >>> plain(parse("SELECT sex, DP_MEAN(age, 0, 100) FROM adult WHERE age > 30 GROUP BY sex WITH (epsilon = 1)"))
-    True
-    >>> plain(parse("SELECT DP_COUNT(*) FROM (SELECT x FROM unnest([1]) WITH ORDINALITY AS u(x, i)) WITH (epsilon = 1)"))
-    False
-    """
-    return all(type(n) in _PLAIN for n in tree.walk())
-
-
-#: What dpsql says when sqlglot's compiled build is installed (see :func:`check_build`).
-COMPILED_SQLGLOT = ("sqlglot's compiled build (the package sqlglotc, which sqlglot[c] installs) is in this "
-                    "Python environment, and dpsql's SQL dialect extends sqlglot's classes, which that build "
-                    "does not allow: run pip uninstall sqlglotc")
-
-
-def check_build(make: t.Callable[[], t.Any] = lambda: DPSQL().parser()) -> None:
-    """Refuse sqlglot's compiled build in one line. ``sqlglotc`` compiles sqlglot's parser and
-    generator so that no Python class may extend them, and this dialect is such an extension:
-    without this check the first query fails with "interpreted classes cannot inherit from
-    compiled", which names neither the cause nor the fix. ``make``: what is built to find out.
-
-    >>> check_build()
-    >>> def compiled(): raise TypeError("interpreted classes cannot inherit from compiled")
-    >>> check_build(compiled)
-    Traceback (most recent call last):
-    dpsql.errors.Error: sqlglot's compiled build (the package sqlglotc, ...
-    """
-    try:
-        make()
-    except TypeError as err:
-        if "compiled" in str(err):
-            raise Error(COMPILED_SQLGLOT) from None
-        raise
-
-
-check_build()
-
-
-#: :data:`_PRINTED_AS_IS` and this dialect's own nodes, printed by the functions above
-_PLAIN = _PRINTED_AS_IS | {DPQuery, DPOptions, DifferentialPrivacyClause, *DP_FUNCTIONS.values()}
+check_build(DPSQL().parser)
