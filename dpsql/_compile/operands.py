@@ -8,14 +8,13 @@ its 100 ms per-customer aggregation. So each guarded operand becomes a column ``
 SELECT over the FROM chain, and the clip reads that column::
 
     SELECT __k0, CASE WHEN __o0 < 0 THEN 0 ... ELSE __o0 END AS __v0, __u
-    FROM (SELECT __t.k AS __k0, TRY(...) AS __o0, __o.u AS __u FROM ... WHERE ...) AS __operands
+    FROM (SELECT __t.k AS __k0, TRY(...) AS __o0, __t.pid AS __u FROM ... WHERE ...) AS __operands
 
 The rows, their values and their order are the same; only the work changes. An operand is
 found as the :class:`dpsql._compile.nodes.Shared` node the compiler writes a clip's operand as
 (DuckDB's compiler only: Spark's writes the tree itself, which this rule leaves alone), in the
 values the source names as guarded, and a projection is split only when the operand is all it
-reads. Fixtures:
-``fixtures/compile/operands.sql``.
+reads. Fixtures: ``fixtures/compile/operands.sql``.
 """
 
 from __future__ import annotations

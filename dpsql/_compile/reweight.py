@@ -10,9 +10,9 @@ a window only over the partials of the units that need one (no sort of a unit's 
 1. ``__per`` (a MATERIALIZED CTE): GROUP BY unit and keys, the rows c_ug (``__c``) and every
    partial;
 2. ``__units`` (MATERIALIZED): each (unit, group) with n_u (``__nu``) and its unit's number of
-   groups (``__ng``), from a GROUP BY of
-   ``__per`` by the unit joined back (a window over the partials cost DuckDB a second scan and
-   aggregation of the rows, its self-join rewrite, and a window operator besides);
+   groups (``__ng``), from a GROUP BY of ``__per`` by the unit joined back (a window over the
+   partials cost DuckDB a second scan and aggregation of the rows, its self-join rewrite, and
+   a window operator besides);
 3. the units in three branches (UNION ALL): at most k rows, the partials as they are
    (c' = c_ug), with no expression at all; over k rows in one group, c' = k (no window); over
    k rows in several groups, the k rows' worth apportioned by the window over the unit's
@@ -63,9 +63,8 @@ def reweight(rows: exp.Select, pre: PreAggregation) -> exp.Select:
     partial cost DuckDB about 1 ms of TPC-H Q1 to plan); a unit over k rows in one group keeps
     k of them (c' = k, no window); only a unit over k rows in several groups has its k rows
     apportioned by the window over its groups' remainders. The two weighted branches share
-    one weighting of the partials and one bound of the scaled sums.
-    n_u comes from a GROUP BY of the partials joined back (a window over them cost DuckDB
-    more). The rows of the branches are those of the one formula of the module
+    one weighting of the partials and one bound of the scaled sums. n_u comes from a GROUP BY
+    of the partials joined back (a window over them cost DuckDB more). The rows of the branches are those of the one formula of the module
     :mod:`dpsql._sql.reweight` (:func:`~dpsql._sql.reweight.kept_rows`), case by case.
 
     >>> agg = perunit.Aggregate(0, {"n": exp.Count(this=exp.Star())}, {"n": ("count", 0, 1)})

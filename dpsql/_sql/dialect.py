@@ -459,7 +459,6 @@ def own_scope(node: exp.Expression, select: exp.Select) -> bool:
     return parent is select
 
 
-
 def check_form(stmt: DPQuery) -> None:
     """Refuse (ParseError) a DP clause that is not the main SELECT's, a DP clause with a trailing
     ``WITH (...)`` too, and contribution bounds outside the main SELECT of a DP clause.
