@@ -149,7 +149,7 @@ def build_outer(
 
 
 #: Key types whose order DuckDB's ORDER BY and Arrow's sort agree on: numbers (NaN above every
-#: number), text by its bytes, dates, times and truth values, NULLs last in both.
+#: number), text by its bytes, dates, timestamps and truth values, NULLs last in both.
 _SORTED_ALIKE = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
                  "UBIGINT", "FLOAT", "DOUBLE", "DECIMAL", "VARCHAR", "DATE", "TIMESTAMP", "BOOLEAN")
 

@@ -67,6 +67,8 @@ def base_columns(names: t.Iterable[str]) -> Columns:
 @functools.lru_cache(maxsize=512)
 def _base_columns(names: tuple[str, ...]) -> dict[str, exp.Expression]:
     return {c: exp.column(c, table=BASE, quoted=True) for c in names}
+
+
 #: placeholder names of bound ``IN (SELECT ...)`` filters while an expression is checked
 _FROZEN = "__in"
 
