@@ -84,47 +84,6 @@ def test_keyword_lists_match_the_dialect_and_the_options() -> None:
     assert set(OPTION_KEYS) == {f.name for f in dataclasses.fields(Options)} - {"given"}
 
 
-_TABLE_THEN_OPTIONS = [
-    "SELECT DP_COUNT(*) FROM t WITH (epsilon = 1)",
-    "SELECT DP_COUNT(*) FROM t AS x WITH (epsilon = 1)",
-    "SELECT DP_COUNT(*) FROM t x WITH (epsilon = 1, delta = 1e-6)",
-    "SELECT DP_COUNT(*) FROM main.t WITH (epsilon = 1)",
-    "SELECT DP_COUNT(*) FROM t, u WITH (epsilon = 1)",
-    "SELECT DP_COUNT(*) FROM t JOIN u ON t.a = u.a WITH (epsilon = 1)",
-    "SELECT DP_COUNT(*) FROM t WITH (epsilon = 1);",
-    "SELECT DP_COUNT(*) FROM (SELECT * FROM t) WITH (epsilon = 1)",
-    "SELECT x, i FROM unnest([1, 2]) WITH ORDINALITY AS u(x, i)",
-    "SELECT DP_COUNT(*) FROM t WITH epsilon = 1",
-    "SELECT DP_COUNT(*) FROM t WITH (epsilon = 1) WITH (delta = 1)",
-    "WITH c AS (SELECT * FROM t) SELECT DP_COUNT(*) FROM c WITH (epsilon = 1)",
-]
-
-
-@pytest.mark.parametrize("sql", [*_examples(), *(s for s, _ in _near_misses()), *_TABLE_THEN_OPTIONS])
-def test_a_table_ended_by_with_parses_as_sqlglots_full_table_parse_does(sql: str) -> None:
-    """The dialect ends a table at ``WITH`` (``TABLE_TERMINATORS``: sqlglot's fast path, without
-    which the options clause made every one-table parse try each other FROM form first); every
-    example, near miss and table-then-WITH form gives the tree, or the error, of the full parse."""
-    import sqlglot
-    from sqlglot.dialects.duckdb import DuckDB
-
-    from dpsql._sql.dialect import DPSQL
-
-    class Full(DPSQL):
-        class Parser(DPSQL.Parser):
-            TABLE_TERMINATORS = DuckDB.Parser.TABLE_TERMINATORS
-
-    assert DPSQL.Parser.TABLE_TERMINATORS != Full.Parser.TABLE_TERMINATORS
-
-    def tree(dialect: type) -> str:
-        try:
-            return repr(sqlglot.parse(sql, dialect=dialect))
-        except Exception as err:  # noqa: BLE001 - the error itself is compared
-            return f"{type(err).__name__}: {err}"
-
-    assert tree(DPSQL) == tree(Full)
-
-
 _PLAIN_FORMS = [
     "SELECT sex, DP_MEAN(age, 0, 100) AS m FROM adult WHERE age > 30 AND NOT sex = 'x' GROUP BY sex "
     "HAVING DP_COUNT(*) > 10 ORDER BY sex DESC LIMIT 3 OFFSET 1 WITH (epsilon = 1, delta = 1e-6)",

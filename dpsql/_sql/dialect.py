@@ -298,11 +298,6 @@ class DPSQL(DuckDB):
             **{name: _bounded(name, DuckDB.Parser.FUNCTIONS[name]) for name in BIGQUERY_AGGREGATES},
         }
 
-        #: ``FROM t WITH (...)`` ends the table: the options follow. sqlglot reads a table
-        #: followed by one of these without trying every other FROM form first (without WITH
-        #: here, the options clause made the parse of a one-table query 40% slower).
-        TABLE_TERMINATORS = frozenset({*DuckDB.Parser.TABLE_TERMINATORS, TokenType.WITH})
-
         def _parse_table_hints(self) -> list[exp.Expr] | None:
             # DuckDB has no table hints; ``FROM t WITH (...)`` is the dpsql options clause.
             return None
